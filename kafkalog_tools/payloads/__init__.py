@@ -1,0 +1,72 @@
+"""Decoders for the payloads of Kafka's internal topics.
+
+A decoder turns a record's key and value bytes into JSON-ready objects (`key_decoded`,
+`value_decoded` in JSON Lines) and into the text `kafka-dump-log.sh` prints for them with its
+matching decoder option. Each decoder lives in its own module and registers itself here; the
+topic a partition directory belongs to chooses the decoder unless the user names one.
+"""
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from typing import Callable
+
+
+class PayloadError(ValueError):
+    """A key or value that its decoder cannot read (the message says what and where)."""
+
+
+@dataclass(frozen=True, slots=True)
+class DecodedPayload:
+    key: object | None
+    """JSON-ready key, or None when the record has no key."""
+    value: object | None
+    """JSON-ready value; None for a null value (a tombstone)."""
+    key_text: str | None
+    """The key as kafka-dump-log prints it (`key: ...`), or None to print nothing."""
+    value_text: str | None
+    """The value as kafka-dump-log prints it (`payload: ...`), or None to print nothing."""
+    warning: str | None = None
+    """Set when part of the payload is of an unknown type or version and was kept raw."""
+
+
+DecodeFn = Callable[[bytes | None, bytes | None], DecodedPayload]
+
+
+@dataclass(frozen=True, slots=True)
+class PayloadDecoder:
+    name: str
+    topics: tuple[str, ...]
+    decode: DecodeFn
+    description: str
+
+
+_MODULES = ("consumer_offsets", "transaction_state", "cluster_metadata")
+_REGISTRY: dict[str, PayloadDecoder] = {}
+
+
+def register(decoder: PayloadDecoder) -> PayloadDecoder:
+    _REGISTRY[decoder.name] = decoder
+    return decoder
+
+
+def _load() -> None:
+    for module in _MODULES:
+        try:
+            importlib.import_module(f"{__name__}.{module}")
+        except ModuleNotFoundError as exc:  # a decoder module not written yet is simply absent
+            if exc.name != f"{__name__}.{module}":
+                raise
+
+
+def decoders() -> dict[str, PayloadDecoder]:
+    if not _REGISTRY:
+        _load()
+    return dict(_REGISTRY)
+
+
+def decoder_for_topic(topic: str) -> PayloadDecoder | None:
+    for decoder in decoders().values():
+        if topic in decoder.topics:
+            return decoder
+    return None
