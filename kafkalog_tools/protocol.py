@@ -144,14 +144,18 @@ CompactNullableBytes = SizePrefixed(UVarInt, compact=True, nullable=True, text=F
 
 
 class KafkaArray(Construct):
-    """An array behind an int32 count (classic) or an unsigned varint count+1 (compact)."""
+    """An array behind an int32 count (classic) or an unsigned varint count+1 (compact).
 
-    def __init__(self, subcon: Construct, compact: bool, nullable: bool = False):
+    `countfield` overrides the count's encoding (record headers count with a zigzag varint).
+    """
+
+    def __init__(self, subcon: Construct, compact: bool, nullable: bool = False,
+                 countfield: Construct | None = None):
         super().__init__()
         self.subcon = subcon
         self.compact = compact
         self.nullable = nullable
-        self.countfield = UVarInt if compact else Int32sb
+        self.countfield = countfield or (UVarInt if compact else Int32sb)
 
     def _parse(self, stream, context, path):
         count = self.countfield._parsereport(stream, context, path)

@@ -1,0 +1,115 @@
+"""The typed records every log format decodes into: a `Batch` (one shallow entry of a segment) and
+its `Record`s.
+
+A V2 record batch and a legacy V0/V1 message (or compressed wrapper) both become a `Batch`, with
+the accessors Kafka's `RecordBatch` interface gives them (legacy entries report -1 for producer
+fields, as `AbstractLegacyRecordBatch` does). Records are decoded only when asked for.
+"""
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+
+NO_TIMESTAMP = -1
+TIMESTAMP_TYPES = {-1: "NoTimestampType", 0: "CreateTime", 1: "LogAppendTime"}
+INT32_MAX = 0x7FFFFFFF
+
+
+def increment_sequence(sequence: int, increment: int) -> int:
+    """DefaultRecordBatch.incrementSequence: sequences wrap past Int.MAX to 0."""
+    if sequence > INT32_MAX - increment:
+        return increment - (INT32_MAX - sequence) - 1
+    return sequence + increment
+
+
+@dataclass(slots=True)
+class ControlRecord:
+    """The key (and, where understood, the value) of a record in a control batch."""
+
+    type_id: int
+    name: str
+    version: int
+    coordinator_epoch: int | None = None
+    """ABORT/COMMIT markers only (EndTransactionMarker)."""
+    data: dict | None = None
+    """KRaft control values (LEADER_CHANGE, SNAPSHOT_HEADER, ...), decoded."""
+    error: str | None = None
+    """Set when the value could not be decoded; the record itself is still reported."""
+
+
+@dataclass(slots=True)
+class Record:
+    offset: int
+    timestamp: int
+    key: bytes | None
+    value: bytes | None
+    headers: list[tuple[bytes, bytes | None]]
+    size: int
+    """Bytes the record occupies: for V2 the length varint and the record; for legacy messages
+    the 12-byte log overhead and the message (Kafka's Record.sizeInBytes)."""
+    sequence: int = -1
+    attributes: int = 0
+    position: int | None = None
+    """File position of the record, when it is not inside a compressed payload."""
+    legacy_magic: int | None = None
+    legacy_crc: int | None = None
+    legacy_crc_valid: bool | None = None
+    legacy_attributes: int | None = None
+    control: ControlRecord | None = None
+
+    @property
+    def key_size(self) -> int:
+        return -1 if self.key is None else len(self.key)
+
+    @property
+    def value_size(self) -> int:
+        return -1 if self.value is None else len(self.value)
+
+
+@dataclass(slots=True, eq=False)
+class Batch(ABC):
+    """One shallow entry of a segment: a V2 record batch or a legacy message / wrapper."""
+
+    path: str
+    position: int
+    size: int
+    """sizeInBytes: the 12-byte offset+length prefix included."""
+    last_offset: int
+    magic: int
+    crc: int
+    crc_valid: bool
+    compression_id: int
+    timestamp_type: str
+    max_timestamp: int
+    attributes: int
+    count: int | None = None
+    producer_id: int = -1
+    producer_epoch: int = -1
+    base_sequence: int = -1
+    last_sequence: int = -1
+    is_transactional: bool = False
+    is_control: bool = False
+    partition_leader_epoch: int = -1
+    delete_horizon_ms: int | None = None
+    base_timestamp: int = NO_TIMESTAMP
+    _records: list[Record] | None = field(default=None, repr=False)
+
+    @property
+    @abstractmethod
+    def base_offset(self) -> int:
+        """First offset: a V2 header field; for a legacy wrapper, its first inner message."""
+
+    @property
+    def compression(self) -> str:
+        from ..codecs import name_of
+
+        return name_of(self.compression_id)
+
+    @property
+    def end(self) -> int:
+        """File position just past this batch."""
+        return self.position + self.size
+
+    @abstractmethod
+    def records(self) -> list[Record]:
+        """Decode (and decompress) the batch's records; raises CorruptDataError."""

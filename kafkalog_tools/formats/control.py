@@ -1,0 +1,71 @@
+"""Control records (KIP-98 transaction markers, KIP-595/853 KRaft control records).
+
+Source: clients/.../record/ControlRecordType.java, EndTransactionMarker.java, ControlRecordUtils.java.
+A control batch's records carry a key of `version:int16, type:int16`. ABORT (0) and COMMIT (1)
+values are an EndTransactionMarker: `version:int16, coordinatorEpoch:int32`. The KRaft types
+(2-6) carry flexible messages, decoded by `payloads.kraft_control` when it is available.
+"""
+from __future__ import annotations
+
+from construct import ConstructError, Int16sb, Int32sb, Struct, StreamError
+
+from .batch import ControlRecord
+
+# ---------------------------------------------------------------------------------------------
+# Schemas
+# ---------------------------------------------------------------------------------------------
+
+CONTROL_KEY = Struct("version" / Int16sb, "type" / Int16sb)
+END_TXN_MARKER = Struct("version" / Int16sb, "coordinator_epoch" / Int32sb)
+
+CONTROL_TYPES = {
+    0: "ABORT",
+    1: "COMMIT",
+    2: "LEADER_CHANGE",
+    3: "SNAPSHOT_HEADER",
+    4: "SNAPSHOT_FOOTER",
+    5: "KRAFT_VERSION",
+    6: "KRAFT_VOTERS",
+}
+
+
+class ControlRecordError(ValueError):
+    pass
+
+
+# ---------------------------------------------------------------------------------------------
+# Decoding
+# ---------------------------------------------------------------------------------------------
+
+
+def parse_control(key: bytes | None, value: bytes | None) -> ControlRecord:
+    """Decode a control record as ControlRecordType.parse and EndTransactionMarker.deserialize do."""
+    if key is None or len(key) < CONTROL_KEY.sizeof():
+        raise ControlRecordError(
+            f"control record key is {0 if key is None else len(key)} bytes; a control key needs 4"
+        )
+    parsed = CONTROL_KEY.parse(key)
+    if parsed.version < 0:
+        raise ControlRecordError(f"Invalid version found for control record: {parsed.version}")
+    name = CONTROL_TYPES.get(parsed.type, "UNKNOWN")
+    record = ControlRecord(type_id=parsed.type, name=name, version=parsed.version)
+    if parsed.type in (0, 1):
+        if value is None or len(value) < END_TXN_MARKER.sizeof():
+            raise ControlRecordError(
+                f"transaction marker value is {0 if value is None else len(value)} bytes; it needs 6"
+            )
+        record.coordinator_epoch = END_TXN_MARKER.parse(value).coordinator_epoch
+    elif 2 <= parsed.type <= 6:
+        _decode_kraft_value(record, value)
+    return record
+
+
+def _decode_kraft_value(record: ControlRecord, value: bytes | None) -> None:
+    try:
+        from ..payloads.kraft_control import decode_control_value
+    except ImportError:
+        return
+    try:
+        record.data = decode_control_value(record.type_id, value)
+    except (ValueError, ConstructError, StreamError) as exc:
+        record.error = str(exc)

@@ -1,0 +1,246 @@
+"""Legacy message sets V0 and V1 (magic 0 and 1, Kafka < 0.11 formats).
+
+Source: clients/.../record/LegacyRecord.java, AbstractLegacyRecordBatch.java (DeepRecordsIterator).
+Each log entry is `offset:int64, message_size:int32` and a message: `crc:uint32` (CRC-32 of
+magic..end), `magic:int8`, `attributes:int8`, `timestamp:int64` (V1 only), then int32-sized key
+and value (negative = null). A compressed message (codec bits != 0) is a wrapper whose value is a
+compressed message set of inner entries. The wrapper's offset is that of its LAST inner message;
+V1 inner offsets are relative (absolute = wrapper offset - last inner offset + inner offset, with
+the librdkafka quirk that a wrapper offset of 0 means base 0); V0 inner offsets are absolute.
+"""
+from __future__ import annotations
+
+import zlib
+from dataclasses import dataclass
+
+from construct import If, Int8sb, Int32sb, Int32ub, Int64sb, Prefixed, Struct, Terminated, this
+
+from .. import codecs
+from ..errors import CorruptDataError, DecompressionError
+from ..protocol import NullableBytes32
+from ..schema import derive_struct
+from .batch import NO_TIMESTAMP, TIMESTAMP_TYPES, Batch, Record
+
+# ---------------------------------------------------------------------------------------------
+# Schema
+# ---------------------------------------------------------------------------------------------
+
+LOG_ENTRY_HEADER = Struct("offset" / Int64sb, "message_size" / Int32sb)
+
+MESSAGE_PREFIX = Struct(
+    "crc" / Int32ub,  # CRC-32 (zlib) of bytes [magic, end of value)
+    "magic" / Int8sb,
+    "attributes" / Int8sb,  # bits 0-2 codec, bit 3 (V1) LogAppendTime
+)
+
+MESSAGE = Struct(
+    *MESSAGE_PREFIX.subcons,
+    "timestamp" / If(this.magic >= 1, Int64sb),
+    "key" / NullableBytes32,
+    "value" / NullableBytes32,
+    Terminated,
+)
+
+LOG_ENTRY = Struct("offset" / Int64sb, "message" / Prefixed(Int32sb, MESSAGE))
+
+ENTRY_PREFIX = derive_struct(Struct(*LOG_ENTRY_HEADER.subcons, *MESSAGE_PREFIX.subcons))
+TIMESTAMP = derive_struct(Struct("timestamp" / Int64sb))
+SIZE = derive_struct(Struct("size" / Int32sb))
+
+LOG_OVERHEAD = 12
+RECORD_OVERHEAD_V0 = 14
+CRC_START = 16  # file-relative start of the CRC-covered bytes (the magic byte)
+ATTR_CODEC = 0x07
+ATTR_LOG_APPEND_TIME = 0x08
+
+
+# ---------------------------------------------------------------------------------------------
+# One message, as the fast path reads it
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class Message:
+    offset: int
+    size: int  # 12 + message_size
+    crc: int
+    crc_valid: bool
+    magic: int
+    attributes: int
+    timestamp: int
+    key: bytes | None
+    value: bytes | None
+
+
+def read_message(buf, pos: int, end: int) -> Message:
+    """The message whose log entry starts at `pos`; its 12+size bytes must lie before `end`.
+
+    Raises ValueError naming what is wrong; callers add the file and position.
+    """
+    offset, message_size, crc, magic, attributes = ENTRY_PREFIX.unpack_from(buf, pos)
+    if message_size < RECORD_OVERHEAD_V0:
+        raise ValueError(f"Record size is less than the minimum record overhead ({RECORD_OVERHEAD_V0}): {message_size}")
+    message_end = pos + LOG_OVERHEAD + message_size
+    if message_end > end:
+        raise ValueError(f"message of {message_size} bytes runs past the end of its message set")
+    cursor = pos + ENTRY_PREFIX.size
+    if magic >= 1:
+        if cursor + 8 > message_end:
+            raise ValueError(f"V1 message of {message_size} bytes is too small for its timestamp")
+        (timestamp,) = TIMESTAMP.unpack_from(buf, cursor)
+        cursor += 8
+    else:
+        timestamp = NO_TIMESTAMP
+    key, cursor = _sized(buf, cursor, message_end, "key")
+    # Bytes after the value are not an error to Kafka (LegacyRecord reads fields by position);
+    # they are covered by the CRC like the rest.
+    value, _ = _sized(buf, cursor, message_end, "value")
+    computed = zlib.crc32(memoryview(buf)[pos + CRC_START : message_end])
+    return Message(offset, LOG_OVERHEAD + message_size, crc, computed == crc, magic, attributes,
+                   timestamp, key, value)
+
+
+def _sized(buf, cursor: int, end: int, what: str) -> tuple[bytes | None, int]:
+    if cursor + 4 > end:
+        raise ValueError(f"message ends before its {what} size")
+    (size,) = SIZE.unpack_from(buf, cursor)
+    cursor += 4
+    if size < 0:
+        return None, cursor
+    if cursor + size > end:
+        raise ValueError(f"{what} of {size} bytes runs past the end of the message")
+    return bytes(buf[cursor : cursor + size]), cursor + size
+
+
+# ---------------------------------------------------------------------------------------------
+# Typed batch: one shallow entry
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(slots=True, eq=False)
+class LegacyBatch(Batch):
+    message: Message | None = None
+    decompress_limit: int = codecs.DEFAULT_LIMIT
+
+    @property
+    def base_offset(self) -> int:
+        if self.compression_id == 0:
+            return self.last_offset
+        return self.records()[0].offset
+
+    def records(self) -> list[Record]:
+        if self._records is None:
+            self._records = self._deep_records() if self.compression_id else [self._as_record(self.message, self.position)]
+        return self._records
+
+    def _as_record(self, message: Message, position: int | None, offset: int | None = None) -> Record:
+        return Record(
+            offset=message.offset if offset is None else offset,
+            timestamp=self._timestamp_of(message),
+            key=message.key,
+            value=message.value,
+            headers=[],
+            size=message.size,
+            attributes=message.attributes,
+            position=position,
+            legacy_magic=message.magic,
+            legacy_crc=message.crc,
+            legacy_crc_valid=message.crc_valid,
+            legacy_attributes=message.attributes,
+        )
+
+    def _timestamp_of(self, message: Message) -> int:
+        """LegacyRecord.timestamp(): V0 has none; a LogAppendTime wrapper overrides inner ones."""
+        if message.magic == 0:
+            return NO_TIMESTAMP
+        if self.timestamp_type == "LogAppendTime":
+            return self.max_timestamp
+        return message.timestamp
+
+    def _deep_records(self) -> list[Record]:
+        wrapper = self.message
+        if wrapper.value is None:
+            raise self._error(f"Found invalid compressed record set with null value (magic = {self.magic})")
+        if self.compression_id > 3:
+            raise self._error(f"Invalid wrapper compressionType found in legacy deep record iterator: {self.compression}")
+        try:
+            data = codecs.decompress(self.compression_id, wrapper.value, magic=self.magic, limit=self.decompress_limit)
+        except DecompressionError as exc:
+            raise exc.located(self.path, self.position)
+        inner = []
+        pos = 0
+        while len(data) - pos >= LOG_OVERHEAD:
+            (size,) = SIZE.unpack_from(data, pos + 8)
+            if size < RECORD_OVERHEAD_V0:
+                raise self._error(f"Record size is less than the minimum record overhead ({RECORD_OVERHEAD_V0})",
+                                  detail=f"inner message at byte {pos} of the decompressed set")
+            if pos + LOG_OVERHEAD + size > len(data):
+                break  # DataLogInputStream: a truncated inner entry ends the set
+            try:
+                message = read_message(data, pos, len(data))
+            except ValueError as exc:
+                raise self._error(str(exc), detail=f"inner message at byte {pos} of the decompressed set") from None
+            if message.attributes & ATTR_CODEC:
+                raise self._error("Inner messages must not be compressed")
+            inner.append(message)
+            pos += message.size
+        if not inner:
+            raise self._error("Found invalid compressed record set with no inner records")
+        base = self._absolute_base(inner[-1].offset)
+        return [self._as_record(m, None, m.offset if base is None else base + m.offset) for m in inner]
+
+    def _absolute_base(self, last_inner_offset: int) -> int | None:
+        if self.magic == 0:
+            return None  # V0 inner offsets are absolute
+        wrapper_offset = self.last_offset
+        if wrapper_offset == 0:
+            return 0  # "produce data from certain versions of librdkafka"
+        if wrapper_offset < last_inner_offset:
+            raise self._error(
+                f"Found invalid wrapper offset in compressed v1 message set, wrapper offset '{wrapper_offset}' "
+                f"is less than the last inner message offset '{last_inner_offset}' and it is not zero."
+            )
+        return wrapper_offset - last_inner_offset
+
+    def _error(self, message: str, detail: str | None = None) -> CorruptDataError:
+        text = f"compressed message at {self.position}: {message}"
+        if detail:
+            text += f" ({detail})"
+        return CorruptDataError(text, path=self.path, position=self.position)
+
+
+def parse_batch(source, position: int, end: int, path: str, decompress_limit: int = codecs.DEFAULT_LIMIT) -> LegacyBatch:
+    try:
+        message = read_message(source, position, end)
+    except ValueError as exc:
+        raise CorruptDataError(f"Record is corrupt: {exc}", path=path, position=position) from None
+    if message.magic == 0:
+        timestamp_type = TIMESTAMP_TYPES[-1]
+    else:
+        timestamp_type = TIMESTAMP_TYPES[1 if message.attributes & ATTR_LOG_APPEND_TIME else 0]
+    return LegacyBatch(
+        path=path,
+        position=position,
+        size=message.size,
+        last_offset=message.offset,
+        magic=message.magic,
+        crc=message.crc,
+        crc_valid=message.crc_valid,
+        compression_id=message.attributes & ATTR_CODEC,
+        timestamp_type=timestamp_type,
+        max_timestamp=message.timestamp,
+        attributes=message.attributes,
+        count=None,
+        message=message,
+        decompress_limit=decompress_limit,
+    )
+
+
+def build_entry(offset: int, magic: int, key: bytes | None, value: bytes | None, *,
+                timestamp: int = NO_TIMESTAMP, attributes: int = 0) -> bytes:
+    """One log entry with a correct CRC, built by the schema (for fixtures and tests)."""
+    body = MESSAGE.build(dict(crc=0, magic=magic, attributes=attributes,
+                              timestamp=timestamp if magic >= 1 else None, key=key, value=value))
+    crc = zlib.crc32(body[4:])
+    body = Int32ub.build(crc) + body[4:]
+    return LOG_ENTRY_HEADER.build(dict(offset=offset, message_size=len(body))) + body
