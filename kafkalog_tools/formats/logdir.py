@@ -1,0 +1,168 @@
+"""The layout of a log directory (`log.dirs` entry) and its partition directories.
+
+Source: storage/.../log/LogFileUtils.java, core/.../log/LocalLog.scala, LogManager.scala. A log dir
+holds `meta.properties`, the offset checkpoint files, `.kafka_cleanshutdown`, `.lock` and one
+directory per partition: `topic-partition`, or `topic-partition.<uuid>-delete|-future|-stray`.
+A partition dir holds segments `<20-digit base offset>.log|.index|.timeindex|.txnindex`, producer
+snapshots `<offset>.snapshot`, `leader-epoch-checkpoint`, `partition.metadata`, and leftovers
+(`.deleted`, `.cleaned`, `.swap`) of operations a crash interrupted. KRaft's metadata partition also
+holds `<offset>-<epoch>.checkpoint` snapshots and `quorum-state`.
+
+Walking never follows a symbolic link out of the given tree: links are listed, not entered.
+"""
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..errors import InputError
+
+PARTITION_DIR = re.compile(
+    r"^(?P<topic>.+)-(?P<partition>\d+)(?:\.(?P<unique_id>[0-9a-fA-F]{32})-(?P<suffix>delete|future|stray))?$"
+)
+SEGMENT_FILE = re.compile(r"^(?P<offset>\d{20})(?P<suffix>\.log|\.index|\.timeindex|\.txnindex)$")
+SNAPSHOT_FILE = re.compile(r"^(?P<offset>\d{20})\.snapshot$")
+KRAFT_SNAPSHOT_FILE = re.compile(r"^(?P<offset>\d{20})-(?P<epoch>\d{10})\.checkpoint$")
+LEFTOVER_SUFFIXES = (".deleted", ".cleaned", ".swap")
+PARTITION_KNOWN_FILES = ("leader-epoch-checkpoint", "partition.metadata", "quorum-state")
+LOGDIR_KNOWN_FILES = (
+    "meta.properties",
+    "recovery-point-offset-checkpoint",
+    "replication-offset-checkpoint",
+    "log-start-offset-checkpoint",
+    "cleaner-offset-checkpoint",
+    ".kafka_cleanshutdown",
+    ".lock",
+    "bootstrap.checkpoint",
+)
+
+
+@dataclass
+class Segment:
+    base_offset: int
+    log: Path | None = None
+    index: Path | None = None
+    timeindex: Path | None = None
+    txnindex: Path | None = None
+
+
+@dataclass
+class PartitionDir:
+    path: Path
+    topic: str
+    partition: int
+    suffix: str | None = None
+    segments: list[Segment] = field(default_factory=list)
+    snapshots: list[Path] = field(default_factory=list)
+    kraft_snapshots: list[Path] = field(default_factory=list)
+    files: dict[str, Path] = field(default_factory=dict)
+    """leader-epoch-checkpoint, partition.metadata, quorum-state, when present."""
+    leftovers: list[Path] = field(default_factory=list)
+    unknown: list[tuple[Path, str]] = field(default_factory=list)
+
+    @property
+    def name(self) -> str:
+        return self.path.name
+
+    @property
+    def topic_partition(self) -> tuple[str, int]:
+        return self.topic, self.partition
+
+
+@dataclass
+class LogDir:
+    path: Path
+    partitions: list[PartitionDir] = field(default_factory=list)
+    files: dict[str, Path] = field(default_factory=dict)
+    unknown: list[tuple[Path, str]] = field(default_factory=list)
+
+
+def parse_partition_dir_name(name: str) -> tuple[str, int, str | None] | None:
+    match = PARTITION_DIR.match(name)
+    if not match:
+        return None
+    return match["topic"], int(match["partition"]), match["suffix"]
+
+
+def _scandir(path: Path) -> list[os.DirEntry]:
+    try:
+        with os.scandir(path) as entries:
+            return sorted(entries, key=lambda e: e.name)
+    except OSError as exc:
+        raise InputError(f"cannot list directory: {exc.strerror}", path=path) from None
+
+
+def read_partition_dir(path: Path) -> PartitionDir:
+    path = Path(path)
+    parsed = parse_partition_dir_name(path.name)
+    topic, partition, suffix = parsed if parsed else (path.name, -1, None)
+    result = PartitionDir(path, topic, partition, suffix)
+    segments: dict[int, Segment] = {}
+    for entry in _scandir(path):
+        file = path / entry.name
+        if entry.is_symlink():
+            result.unknown.append((file, "symbolic link, not followed"))
+            continue
+        if entry.is_dir(follow_symlinks=False):
+            result.unknown.append((file, "directory inside a partition directory"))
+            continue
+        if match := SEGMENT_FILE.match(entry.name):
+            segment = segments.setdefault(int(match["offset"]), Segment(int(match["offset"])))
+            setattr(segment, match["suffix"][1:], file)
+        elif SNAPSHOT_FILE.match(entry.name):
+            result.snapshots.append(file)
+        elif KRAFT_SNAPSHOT_FILE.match(entry.name):
+            result.kraft_snapshots.append(file)
+        elif entry.name in PARTITION_KNOWN_FILES:
+            result.files[entry.name] = file
+        elif entry.name.endswith(LEFTOVER_SUFFIXES) or entry.name.endswith(".checkpoint.part"):
+            result.leftovers.append(file)
+        else:
+            result.unknown.append((file, "not a file Kafka keeps in a partition directory"))
+    result.segments = [segments[offset] for offset in sorted(segments)]
+    return result
+
+
+def looks_like_partition_dir(path: Path) -> bool:
+    if parse_partition_dir_name(path.name):
+        return True
+    try:
+        return any(SEGMENT_FILE.match(e.name) for e in _scandir(path))
+    except InputError:
+        return False
+
+
+def read_log_dir(path: Path) -> LogDir:
+    path = Path(path)
+    result = LogDir(path)
+    for entry in _scandir(path):
+        item = path / entry.name
+        if entry.is_symlink():
+            result.unknown.append((item, "symbolic link, not followed"))
+        elif entry.is_dir(follow_symlinks=False):
+            if parse_partition_dir_name(entry.name) or looks_like_partition_dir(item):
+                result.partitions.append(read_partition_dir(item))
+            else:
+                result.unknown.append((item, "directory that is not a partition directory"))
+        elif entry.name in LOGDIR_KNOWN_FILES:
+            result.files[entry.name] = item
+        else:
+            result.unknown.append((item, "not a file Kafka keeps in a log directory"))
+    result.partitions.sort(key=lambda p: (p.topic, p.partition, p.suffix or ""))
+    return result
+
+
+def classify(path: str | os.PathLike) -> LogDir | PartitionDir | Path:
+    """A user-given path as a log dir, a partition dir, or a single file."""
+    path = Path(path)
+    try:
+        path.lstat()
+    except OSError as exc:
+        raise InputError(f"cannot read: {exc.strerror}", path=path) from None
+    if path.is_dir():
+        if looks_like_partition_dir(path):
+            return read_partition_dir(path)
+        return read_log_dir(path)
+    return path
