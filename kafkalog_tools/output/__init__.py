@@ -1,0 +1,46 @@
+"""Output by context: a rich table or summary on a terminal, JSON Lines on a pipe or on request.
+
+Decoding never prints and printing never decodes: commands hand plain dicts (JSON Lines) or
+pre-rendered lines (kafka-dump-log text) to the writers here.
+"""
+from __future__ import annotations
+
+import json
+import sys
+from typing import IO, Iterable
+
+EXIT_OK = 0
+EXIT_PROBLEMS = 1
+"""Problems were found in the data (corrupt batches, bad indexes, ...)."""
+EXIT_USAGE = 2
+"""Bad arguments, or input that cannot be read at all."""
+
+FORMATS = ("text", "json", "table")
+
+
+def choose_format(requested: str | None, stream: IO | None = None, tty_default: str = "table") -> str:
+    """The user's choice, else `tty_default` on a terminal and JSON Lines on a pipe."""
+    if requested:
+        return requested
+    stream = stream or sys.stdout
+    return tty_default if getattr(stream, "isatty", lambda: False)() else "json"
+
+
+def json_line(obj: dict) -> str:
+    return json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
+
+
+class LineWriter:
+    """Writes lines to a text stream as UTF-8, replacing what UTF-8 cannot carry."""
+
+    def __init__(self, stream: IO | None = None):
+        self.stream = stream or sys.stdout
+
+    def write_lines(self, lines: Iterable[str]) -> None:
+        write = self.stream.write
+        for line in lines:
+            write(line)
+            write("\n")
+
+    def write_json(self, objects: Iterable[dict]) -> None:
+        self.write_lines(json_line(obj) for obj in objects)
