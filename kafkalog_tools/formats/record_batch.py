@@ -357,4 +357,33 @@ def build_record(offset_delta: int, timestamp_delta: int, key: bytes | None, val
 
 __all__ = ["BATCH_HEADER", "RECORD", "RECORD_HEADER", "RECORD_BATCH", "HEADER", "HEADER_SIZE",
            "RecordBatchV2", "parse_batch", "decode_records", "decode_records_reference",
-           "build_record", "NO_TIMESTAMP"]
+           "build_record", "build_batch", "NO_TIMESTAMP"]
+
+
+def build_batch(base_offset: int, records: list[bytes], *, last_offset_delta: int | None = None,
+                base_timestamp: int = NO_TIMESTAMP, max_timestamp: int = NO_TIMESTAMP, compression_id: int = 0,
+                attributes: int = 0, producer_id: int = -1, producer_epoch: int = -1, base_sequence: int = -1,
+                partition_leader_epoch: int = -1) -> bytes:
+    """A complete V2 batch with a correct CRC, built by the schema (for fixtures and tests).
+
+    `records` are encoded records (see `build_record`); `attributes` adds flag bits to the codec.
+    """
+    payload = codecs.compress(compression_id, b"".join(records), magic=2)
+    header = dict(
+        base_offset=base_offset,
+        batch_length=HEADER_SIZE - LOG_OVERHEAD + len(payload),
+        partition_leader_epoch=partition_leader_epoch,
+        magic=2,
+        crc=0,
+        attributes=attributes | compression_id,
+        last_offset_delta=len(records) - 1 if last_offset_delta is None else last_offset_delta,
+        base_timestamp=base_timestamp,
+        max_timestamp=max_timestamp,
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+        base_sequence=base_sequence,
+        records_count=len(records),
+    )
+    unsigned = BATCH_HEADER.build(header) + payload
+    header["crc"] = crc32c(unsigned[CRC_START:])
+    return BATCH_HEADER.build(header) + payload

@@ -30,7 +30,9 @@ class DecodedPayload:
     """Set when part of the payload is of an unknown type or version and was kept raw."""
 
 
-DecodeFn = Callable[[bytes | None, bytes | None], DecodedPayload]
+DecodeFn = Callable[..., DecodedPayload]
+"""decode(key, value, offset=None): `offset` only completes the messages Kafka prints for records
+it skips ("Unknown record type 9 at offset 5, skipping.")."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,132 @@
+"""`kafkalog dump`: the CLI over `kafkalog_tools.dump`."""
+from __future__ import annotations
+
+import re
+import sys
+from datetime import datetime, timezone
+
+import click
+
+from .. import codecs
+from .. import dump as d
+from ..output import EXIT_OK, EXIT_PROBLEMS, FORMATS, LineWriter, choose_format
+from ..output import dumplog_text, jsonl
+
+DECODER_CHOICES = ("auto", "none", "consumer-offsets", "transaction-log", "cluster-metadata")
+
+
+def parse_time(value: str | None) -> int | None:
+    """Epoch milliseconds, or ISO-8601 (a time without a zone is UTC)."""
+    if value is None:
+        return None
+    if re.fullmatch(r"-?\d+", value):
+        return int(value)
+    try:
+        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        raise click.BadParameter(f"{value!r} is neither epoch milliseconds nor ISO-8601") from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=timezone.utc)
+    return int(moment.timestamp() * 1000)
+
+
+def _regex(ctx, param, value):
+    if value is None:
+        return None
+    try:
+        return re.compile(value)
+    except re.error as exc:
+        raise click.BadParameter(f"not a regular expression: {exc}") from None
+
+
+@click.command("dump")
+@click.argument("paths", nargs=-1, required=True, metavar="PATH...")
+@click.option("--format", "output_format", type=click.Choice(FORMATS),
+              help="text: kafka-dump-log.sh's output; json: JSON Lines; table: rich tables. "
+                   "Default: table on a terminal, json on a pipe.")
+@click.option("-d", "--deep-iteration", is_flag=True, help="Decode every record of every batch.")
+@click.option("-p", "--print-data-log", is_flag=True, help="Show keys and values (implies --deep-iteration).")
+@click.option("--skip-record-metadata", is_flag=True, help="Text format: print only keys and values of records.")
+@click.option("--bytes", "bytes_mode", type=click.Choice(("auto", "base64")), default="auto", show_default=True,
+              help="JSON: keys and values as UTF-8 text when valid (auto) or always base64.")
+@click.option("--decoder", type=click.Choice(DECODER_CHOICES), default="auto", show_default=True,
+              help="Payload decoder; auto picks one by topic directory name (__consumer_offsets, "
+                   "__transaction_state, __cluster_metadata).")
+@click.option("--offsets-decoder", is_flag=True, help="As kafka-dump-log: --decoder consumer-offsets -p.")
+@click.option("--transaction-log-decoder", is_flag=True, help="As kafka-dump-log: --decoder transaction-log -p.")
+@click.option("--cluster-metadata-decoder", is_flag=True, help="As kafka-dump-log: --decoder cluster-metadata -p.")
+@click.option("--from-offset", type=int, help="Only batches/records with offsets >= this.")
+@click.option("--to-offset", type=int, help="Only batches/records with offsets <= this.")
+@click.option("--from-time", help="Only records with timestamps >= this (epoch ms or ISO-8601).")
+@click.option("--to-time", help="Only records with timestamps <= this (epoch ms or ISO-8601).")
+@click.option("--producer-id", type=int, help="Only batches of this producer id.")
+@click.option("--key", help="Only records whose key is exactly this (UTF-8).")
+@click.option("--key-regex", callback=_regex, help="Only records whose key (as UTF-8) matches this regex.")
+@click.option("--max-bytes", type=click.IntRange(min=0),
+              help="Read only the first N bytes of each .log (KIP-824); no trailing-bytes report.")
+@click.option("--max-decompressed", type=click.IntRange(min=1), default=codecs.DEFAULT_LIMIT, show_default=True,
+              help="Largest decompressed batch accepted; larger is reported as a decompression bomb.")
+def command(paths, output_format, deep_iteration, print_data_log, skip_record_metadata, bytes_mode, decoder,
+            offsets_decoder, transaction_log_decoder, cluster_metadata_decoder, from_offset, to_offset, from_time,
+            to_time, producer_id, key, key_regex, max_bytes, max_decompressed):
+    """Print the batches, records and index entries of segments, partitions or whole log dirs.
+
+    PATH is a .log, .index, .timeindex, .txnindex, .snapshot or checkpoint file, a partition
+    directory, or a log directory (walked in topic, partition and offset order). Files Kafka does
+    not keep are listed, never fatal. Nothing is written or created.
+
+    Exit codes: 0 clean; 1 problems in the data (corrupt or truncated batches, bad CRCs,
+    unreadable files); 2 usage or I/O error.
+    """
+    for flag, name in ((offsets_decoder, "consumer-offsets"), (transaction_log_decoder, "transaction-log"),
+                       (cluster_metadata_decoder, "cluster-metadata")):
+        if flag:
+            decoder, print_data_log = name, True
+    options = d.DumpOptions(
+        deep=deep_iteration or print_data_log,
+        print_data=print_data_log,
+        decoder=None if decoder == "none" else decoder,
+        filters=d.Filters(from_offset=from_offset, to_offset=to_offset, from_time=parse_time(from_time),
+                          to_time=parse_time(to_time), producer_id=producer_id,
+                          key=None if key is None else key.encode("utf-8"), key_regex=key_regex),
+        max_bytes=max_bytes,
+        decompress_limit=max_decompressed,
+    )
+    output_format = choose_format(output_format)
+    problems = 0
+    writer = LineWriter()
+    table = None
+    if output_format == "table":
+        from ..output.table import TableRenderer
+
+        table = TableRenderer()
+    for item in d.dump(list(paths), options):
+        problems += _is_problem(item, max_bytes is not None)
+        if output_format == "json":
+            writer.write_json(jsonl.objects(item, bytes_mode))
+        elif isinstance(item, d.Problem):
+            if table:
+                table.flush()
+            click.echo(f"kafkalog: {item.severity}: {item.error}", err=True)
+        elif isinstance(item, d.UnknownFile):
+            click.echo(f"Ignoring unknown file {item.path} ({item.reason})", err=True)
+        elif table:
+            table.add(item)
+        else:
+            writer.write_lines(dumplog_text.lines(item, print_data=options.print_data,
+                                                  max_bytes_given=max_bytes is not None,
+                                                  skip_metadata=skip_record_metadata))
+    if table:
+        table.flush()
+    sys.stdout.flush()
+    sys.exit(EXIT_PROBLEMS if problems else EXIT_OK)
+
+
+def _is_problem(item, max_bytes_given: bool) -> bool:
+    if isinstance(item, d.Problem):
+        return True
+    if isinstance(item, d.BatchItem):
+        return not item.batch.crc_valid
+    if isinstance(item, d.Trailing):
+        return not max_bytes_given
+    return False

@@ -1,0 +1,361 @@
+"""What `kafkalog dump` reports, as a stream of typed items (no printing here).
+
+Given paths - log dirs, partition dirs, or single files - `dump()` walks them in topic /
+partition / offset order and yields, per file, a `FileStart` and then the file's content: batches
+(with their records when deep iteration or a record filter asks for them), index entries,
+aborted transactions, producer states, checkpoint entries; `Trailing` for bytes after the last
+readable batch; `Problem` for anything that cannot be read, after which the walk goes on with
+the next entry or file. The renderers in `output/` turn items into kafka-dump-log text, JSON
+Lines or rich tables.
+"""
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterator
+
+from . import codecs
+from .errors import CorruptDataError, InputError, KafkaLogError
+from .formats import checkpoint, logdir, offset_index, producer_snapshot, properties, time_index, txn_index
+from .formats.batch import Batch, Record
+from .formats.segment import BadEntry, SegmentFile, Stop
+from .payloads import DecodedPayload, PayloadDecoder, PayloadError, decoder_for_topic, decoders
+
+# ---------------------------------------------------------------------------------------------
+# Options
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Filters:
+    from_offset: int | None = None
+    to_offset: int | None = None
+    """Inclusive."""
+    from_time: int | None = None
+    to_time: int | None = None
+    """Inclusive, epoch milliseconds."""
+    producer_id: int | None = None
+    key: bytes | None = None
+    key_regex: re.Pattern | None = None
+
+    @property
+    def on_records(self) -> bool:
+        """Whether a batch can only be kept or dropped after looking at its records."""
+        return any(v is not None for v in (self.from_time, self.to_time, self.key, self.key_regex))
+
+    def batch_may_match(self, batch: Batch) -> bool:
+        if self.from_offset is not None and batch.last_offset < self.from_offset:
+            return False
+        if self.to_offset is not None and batch.last_offset >= 0 and _first_offset_hint(batch) > self.to_offset:
+            return False
+        if self.producer_id is not None and batch.producer_id != self.producer_id:
+            return False
+        if self.from_time is not None and batch.max_timestamp < self.from_time:
+            return False  # max_timestamp bounds every record's timestamp
+        return True
+
+    def record_matches(self, record: Record) -> bool:
+        if self.from_offset is not None and record.offset < self.from_offset:
+            return False
+        if self.to_offset is not None and record.offset > self.to_offset:
+            return False
+        if self.from_time is not None and record.timestamp < self.from_time:
+            return False
+        if self.to_time is not None and record.timestamp > self.to_time:
+            return False
+        if self.key is not None and record.key != self.key:
+            return False
+        if self.key_regex is not None and (record.key is None or not self.key_regex.search(
+                record.key.decode("utf-8", "replace"))):
+            return False
+        return True
+
+
+def _first_offset_hint(batch: Batch) -> int:
+    """The batch's first offset where known without decompressing (legacy wrappers: their last)."""
+    return batch.base_offset if batch.magic >= 2 or batch.compression_id == 0 else batch.last_offset
+
+
+@dataclass
+class DumpOptions:
+    deep: bool = False
+    """Decode every record (kafka-dump-log --deep-iteration)."""
+    print_data: bool = False
+    """Show keys and values (kafka-dump-log --print-data-log); implies deep."""
+    decoder: str | None = "auto"
+    """'auto' (by topic directory name), a registered decoder name, or None for plain bytes."""
+    filters: Filters = field(default_factory=Filters)
+    max_bytes: int | None = None
+    decompress_limit: int = codecs.DEFAULT_LIMIT
+
+    @property
+    def decode_records(self) -> bool:
+        return self.deep or self.print_data or self.filters.on_records
+
+
+# ---------------------------------------------------------------------------------------------
+# Items
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass
+class FileStart:
+    path: str
+    """As the user gave it, or joined from the directory they gave."""
+    kind: str
+    base_offset: int | None = None
+    snapshot_id: tuple[int, int] | None = None
+    """KRaft snapshot (end offset, epoch), from a `<offset>-<epoch>.checkpoint` name."""
+
+
+@dataclass
+class BatchItem:
+    batch: Batch
+    records: list[Record] | None = None
+    decoded: list[DecodedPayload | None] | None = None
+    """Parallel to `records` when a payload decoder applies."""
+
+
+@dataclass
+class IndexEntryItem:
+    path: str
+    entry: offset_index.OffsetPosition
+
+
+@dataclass
+class TimeIndexEntryItem:
+    path: str
+    entry: time_index.TimestampOffset
+
+
+@dataclass
+class EmptyIndex:
+    path: str
+
+
+@dataclass
+class AbortedTxnItem:
+    path: str
+    entry: txn_index.AbortedTxn
+
+
+@dataclass
+class ProducerStateItem:
+    path: str
+    entry: producer_snapshot.ProducerEntry
+
+
+@dataclass
+class CheckpointItem:
+    path: str
+    kind: str
+    values: dict
+
+
+@dataclass
+class Trailing:
+    path: str
+    position: int
+    size: int
+    reason: str
+
+
+@dataclass
+class Problem:
+    error: KafkaLogError
+    severity: str = "error"
+
+
+@dataclass
+class UnknownFile:
+    path: str
+    reason: str
+
+
+Item = (FileStart | BatchItem | IndexEntryItem | TimeIndexEntryItem | EmptyIndex | AbortedTxnItem
+        | ProducerStateItem | CheckpointItem | Trailing | Problem | UnknownFile)
+
+# ---------------------------------------------------------------------------------------------
+# Walking
+# ---------------------------------------------------------------------------------------------
+
+SUFFIX_KINDS = {".log": "log", ".checkpoint": "checkpoint", ".index": "index", ".timeindex": "timeindex",
+                ".txnindex": "txnindex", ".snapshot": "snapshot"}
+TEXT_FILE_KINDS = {name: "offset-checkpoint" for name in checkpoint.OFFSET_CHECKPOINTS}
+TEXT_FILE_KINDS.update({checkpoint.LEADER_EPOCH_CHECKPOINT: "leader-epoch-checkpoint",
+                        "meta.properties": "meta.properties", "partition.metadata": "partition.metadata"})
+
+
+def dump(paths: list[str], options: DumpOptions) -> Iterator[Item]:
+    for given in paths:
+        try:
+            target = logdir.classify(given)
+        except InputError as exc:
+            yield Problem(exc)
+            continue
+        if isinstance(target, logdir.LogDir):
+            yield from _dump_log_dir(target, given, options)
+        elif isinstance(target, logdir.PartitionDir):
+            yield from _dump_partition(target, given, options)
+        else:
+            yield from dump_file(given, options, topic=_topic_of(given))
+
+
+def _join(given: str, path: Path, root: Path) -> str:
+    return os.path.join(given, os.path.relpath(path, root))
+
+
+def _dump_log_dir(target: logdir.LogDir, given: str, options: DumpOptions) -> Iterator[Item]:
+    for name in sorted(target.files):
+        if name in TEXT_FILE_KINDS:
+            yield from dump_file(_join(given, target.files[name], target.path), options)
+    for partition in target.partitions:
+        yield from _dump_partition(partition, _join(given, partition.path, target.path), options)
+    for path, reason in target.unknown:
+        yield UnknownFile(_join(given, path, target.path), reason)
+
+
+def _dump_partition(partition: logdir.PartitionDir, given: str, options: DumpOptions) -> Iterator[Item]:
+    topic = partition.topic
+    for segment in partition.segments:
+        for path in (segment.log, segment.index, segment.timeindex, segment.txnindex):
+            if path is not None:
+                yield from dump_file(_join(given, path, partition.path), options, topic=topic)
+    for path in partition.snapshots + partition.kraft_snapshots:
+        yield from dump_file(_join(given, path, partition.path), options, topic=topic)
+    for name in sorted(partition.files):
+        if name in TEXT_FILE_KINDS:
+            yield from dump_file(_join(given, partition.files[name], partition.path), options)
+    for path in partition.leftovers:
+        yield UnknownFile(_join(given, path, partition.path),
+                          "leftover of an interrupted delete, clean or swap; Kafka's loader handles it at startup")
+    for path, reason in partition.unknown:
+        yield UnknownFile(_join(given, path, partition.path), reason)
+
+
+def _topic_of(file: str) -> str | None:
+    """The topic of the partition directory a single file lies in, if its name says."""
+    parsed = logdir.parse_partition_dir_name(Path(os.path.abspath(file)).parent.name)
+    return parsed[0] if parsed else None
+
+
+def kind_of(path: str) -> str | None:
+    name = os.path.basename(path)
+    if name in TEXT_FILE_KINDS:
+        return TEXT_FILE_KINDS[name]
+    dot = name.rfind(".")
+    return SUFFIX_KINDS.get(name[dot:]) if dot >= 0 else None
+
+
+def dump_file(path: str, options: DumpOptions, topic: str | None = None) -> Iterator[Item]:
+    kind = kind_of(path)
+    if kind is None:
+        yield UnknownFile(path, "not a file kind kafkalog dumps")
+        return
+    try:
+        if kind in ("log", "checkpoint"):
+            yield from _dump_log(path, kind, options, topic)
+        elif kind == "index":
+            yield from _dump_offset_index(path)
+        elif kind == "timeindex":
+            yield from _dump_time_index(path)
+        elif kind == "txnindex":
+            yield FileStart(path, kind)
+            for entry in txn_index.TransactionIndex(path).entries():
+                yield AbortedTxnItem(path, entry)
+        elif kind == "snapshot":
+            yield FileStart(path, kind)
+            for entry in producer_snapshot.read(path).entries:
+                yield ProducerStateItem(path, entry)
+        else:
+            yield FileStart(path, kind)
+            yield from _dump_text_file(path, kind)
+    except KafkaLogError as exc:
+        yield Problem(exc.located(path))
+
+
+def _dump_text_file(path: str, kind: str) -> Iterator[Item]:
+    if kind == "offset-checkpoint":
+        for (topic, partition), offset in checkpoint.read_offsets(path).items():
+            yield CheckpointItem(path, kind, {"topic": topic, "partition": partition, "offset": offset})
+    elif kind == "leader-epoch-checkpoint":
+        for epoch, start_offset in checkpoint.read_leader_epochs(path):
+            yield CheckpointItem(path, kind, {"epoch": epoch, "start_offset": start_offset})
+    elif kind == "meta.properties":
+        yield CheckpointItem(path, kind, properties.read_meta_properties(path))
+    else:
+        yield CheckpointItem(path, kind, properties.read_partition_metadata(path))
+
+
+def _dump_offset_index(path: str) -> Iterator[Item]:
+    index = offset_index.OffsetIndex(path)
+    yield FileStart(path, "index", index.base_offset)
+    if index.entry_count == 0:
+        yield EmptyIndex(path)
+        return
+    for entry in index.entries():
+        yield IndexEntryItem(path, entry)
+
+
+def _dump_time_index(path: str) -> Iterator[Item]:
+    index = time_index.TimeIndex(path)
+    yield FileStart(path, "timeindex", index.base_offset)
+    for entry in index.entries():
+        yield TimeIndexEntryItem(path, entry)
+
+
+_KRAFT_SNAPSHOT_NAME = re.compile(r"^(\d{20})-(\d{10})\.checkpoint$")
+
+
+def _dump_log(path: str, kind: str, options: DumpOptions, topic: str | None) -> Iterator[Item]:
+    with SegmentFile(path, max_bytes=options.max_bytes, decompress_limit=options.decompress_limit) as segment:
+        snapshot_id = None
+        if kind == "checkpoint" and (match := _KRAFT_SNAPSHOT_NAME.match(os.path.basename(path))):
+            snapshot_id = (int(match[1]), int(match[2]))
+        yield FileStart(path, kind, segment.base_offset, snapshot_id)
+        decoder = _payload_decoder(options, topic)
+        filters = options.filters
+        for entry in segment.entries():
+            if isinstance(entry, BadEntry):
+                yield Problem(entry.error)
+                continue
+            if not filters.batch_may_match(entry):
+                continue
+            item = BatchItem(entry)
+            if options.decode_records:
+                try:
+                    records = entry.records()
+                except CorruptDataError as exc:
+                    yield item
+                    yield Problem(exc)
+                    continue
+                item.records = [r for r in records if filters.record_matches(r)]
+                if filters.on_records and not item.records:
+                    continue
+                if decoder is not None and not entry.is_control:
+                    item.decoded = [_decode(decoder, r) for r in item.records]
+            yield item
+        if segment.stop is Stop.CORRUPT_SIZE:
+            yield Problem(segment.stop_error)
+        elif segment.stop_position < segment.end:
+            reason = ("too few bytes for a batch header" if segment.stop is Stop.SHORT_TAIL
+                      else "the last batch runs past the end of the file (truncated)")
+            yield Trailing(path, segment.stop_position, segment.end - segment.stop_position, reason)
+
+
+def _payload_decoder(options: DumpOptions, topic: str | None) -> PayloadDecoder | None:
+    if options.decoder is None:
+        return None
+    if options.decoder == "auto":
+        return decoder_for_topic(topic) if topic else None
+    return decoders()[options.decoder]
+
+
+def _decode(decoder: PayloadDecoder, record: Record) -> DecodedPayload:
+    try:
+        return decoder.decode(record.key, record.value, offset=record.offset)
+    except PayloadError as exc:
+        text = f"Error at offset {record.offset}, skipping. {exc}"
+        return DecodedPayload(None, None, text, None, warning=str(exc))

@@ -1,0 +1,132 @@
+"""`kafka-dump-log.sh` text, line for line as Kafka 3.8's DumpLogSegments prints it.
+
+Source: core/src/main/scala/kafka/tools/DumpLogSegments.scala (3.8.0): dumpLog / printBatchLevel,
+dumpIndex, dumpTimeIndex, dumpTxnIndex, dumpProducerIdSnapshot. Java's formatting is kept where it
+shows: lowercase booleans, `OptionalLong[n]` / `OptionalLong.empty`, the stray `}` after a legacy
+record's crc, a trailing space after a producer state without batch metadata, keys and values
+decoded as UTF-8 with U+FFFD for malformed bytes (Java's `new String(bytes, UTF_8)`).
+Only stdout lines are produced here; problems are rendered by the command on stderr.
+"""
+from __future__ import annotations
+
+import os
+
+from .. import dump as d
+from ..formats.batch import Batch, Record
+from .java_text import decode_utf8
+
+RECORD_INDENT = "|"
+
+
+def _bool(value: bool) -> str:
+    return "true" if value else "false"
+
+
+def _optional_long(value: int | None) -> str:
+    return "OptionalLong.empty" if value is None else f"OptionalLong[{value}]"
+
+
+def _text(data: bytes) -> str:
+    return decode_utf8(data)
+
+
+def batch_line(batch: Batch) -> str:
+    if batch.magic >= 2:
+        head = (f"baseOffset: {batch.base_offset} lastOffset: {batch.last_offset} count: {batch.count} "
+                f"baseSequence: {batch.base_sequence} lastSequence: {batch.last_sequence} "
+                f"producerId: {batch.producer_id} producerEpoch: {batch.producer_epoch} "
+                f"partitionLeaderEpoch: {batch.partition_leader_epoch} "
+                f"isTransactional: {_bool(batch.is_transactional)} isControl: {_bool(batch.is_control)} "
+                f"deleteHorizonMs: {_optional_long(batch.delete_horizon_ms)}")
+    else:
+        head = f"offset: {batch.last_offset}"
+    return (f"{head} position: {batch.position} {batch.timestamp_type}: {batch.max_timestamp} "
+            f"size: {batch.size} magic: {batch.magic} compresscodec: {batch.compression} "
+            f"crc: {batch.crc} isvalid: {_bool(batch.crc_valid)}")
+
+
+def record_line(batch: Batch, record: Record, decoded, print_data: bool, skip_metadata: bool = False) -> str:
+    parts = []
+    prefix = RECORD_INDENT + " "
+    if not skip_metadata:
+        parts.append(f"{prefix}offset: {record.offset} {batch.timestamp_type}: {record.timestamp} "
+                     f"keySize: {record.key_size} valueSize: {record.value_size}")
+        prefix = " "
+        if batch.magic >= 2:
+            keys = ",".join(_text(key) for key, _ in record.headers)
+            parts.append(f" sequence: {record.sequence} headerKeys: [{keys}]")
+        else:
+            parts.append(f" isValid: {_bool(record.legacy_crc_valid)} crc: {record.legacy_crc}}}")
+        if batch.is_control and record.control is not None:
+            parts.append(control_text(record))
+    if print_data and not batch.is_control:
+        if decoded is not None:
+            key_text, value_text = decoded.key_text, decoded.value_text
+        else:
+            key_text = None if record.key is None else _text(record.key)
+            value_text = None if record.value is None else _text(record.value)
+        if key_text is not None:
+            parts.append(f"{prefix}key: {key_text}")
+            prefix = " "
+        if value_text is not None:
+            parts.append(f" payload: {value_text}")
+    return "".join(parts)
+
+
+def control_text(record: Record) -> str:
+    control = record.control
+    if control.type_id in (0, 1):
+        return f" endTxnMarker: {control.name} coordinatorEpoch: {control.coordinator_epoch}"
+    if 3 <= control.type_id <= 6 and control.error is None:
+        try:
+            from ..payloads.kraft_control import control_text as kraft_text
+        except ImportError:
+            pass
+        else:
+            return kraft_text(control.type_id, record.value)
+    return f" controlType: {control.name}({control.type_id})"
+
+
+def lines(item, *, print_data: bool, max_bytes_given: bool, skip_metadata: bool = False) -> list[str]:
+    """The stdout lines for one dump item."""
+    if isinstance(item, d.FileStart):
+        out = [f"Dumping {item.path}"]
+        if item.kind == "log":
+            out.append(f"Log starting offset: {item.base_offset}")
+        elif item.kind == "checkpoint":
+            if os.path.basename(item.path) == "bootstrap.checkpoint":
+                out.append("KRaft bootstrap snapshot")
+            elif item.snapshot_id is not None:
+                out.append(f"Snapshot end offset: {item.snapshot_id[0]}, epoch: {item.snapshot_id[1]}")
+        return out
+    if isinstance(item, d.BatchItem):
+        out = [batch_line(item.batch)]
+        if item.records is not None:
+            decoded = item.decoded or [None] * len(item.records)
+            out.extend(record_line(item.batch, r, p, print_data, skip_metadata) for r, p in zip(item.records, decoded))
+        return out
+    if isinstance(item, d.IndexEntryItem):
+        return [f"offset: {item.entry.offset} position: {item.entry.position}"]
+    if isinstance(item, d.TimeIndexEntryItem):
+        return [f"timestamp: {item.entry.timestamp} offset: {item.entry.offset}"]
+    if isinstance(item, d.EmptyIndex):
+        return [f"{item.path} is empty."]
+    if isinstance(item, d.AbortedTxnItem):
+        e = item.entry
+        return [f"version: {e.version} producerId: {e.producer_id} firstOffset: {e.first_offset} "
+                f"lastOffset: {e.last_offset} lastStableOffset: {e.last_stable_offset}"]
+    if isinstance(item, d.ProducerStateItem):
+        e = item.entry
+        txn_first = e.current_txn_first_offset if e.current_txn_first_offset >= 0 else None
+        line = (f"producerId: {e.producer_id} producerEpoch: {e.epoch} coordinatorEpoch: {e.coordinator_epoch} "
+                f"currentTxnFirstOffset: {_optional_long(txn_first)} lastTimestamp: {e.timestamp} ")
+        if e.has_batch_metadata:
+            line += (f"firstSequence: {e.first_sequence} lastSequence: {e.last_sequence} lastOffset: {e.last_offset} "
+                     f"offsetDelta: {e.offset_delta} timestamp: {e.timestamp}")
+        return [line]
+    if isinstance(item, d.CheckpointItem):
+        return [" ".join(f"{k}: {v}" for k, v in item.values.items())] if item.kind != "meta.properties" else [
+            f"{k}={v}" for k, v in item.values.items()]
+    if isinstance(item, d.Trailing):
+        return [] if max_bytes_given else [f"Found {item.size} invalid bytes at the end of {os.path.basename(item.path)}"]
+    return []
