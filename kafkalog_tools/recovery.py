@@ -1,0 +1,637 @@
+"""Rebuilding a segment's `.index`, `.timeindex` and `.txnindex` exactly as Kafka's recovery does.
+
+Sources: storage/.../log/LogSegment.java (recover), ProducerStateManager.java, ProducerAppendInfo.java,
+ProducerStateEntry.java [3.8]; FORMAT.md section 4.2.
+
+`LogSegment.recover` walks the shallow batches of a segment (each uncompressed V0/V1 message is its
+own batch) and stops at the first one whose CRC or structure is bad. At the start of every batch
+that lies more than `index.interval.bytes` past the last indexed one it appends
+(batch last offset, position) to the offset index and the running (max timestamp, its batch's last
+offset) to the time index; after the walk it appends the final (max timestamp, offset) entry.
+Aborted transactions come from the producer state, which is carried through the partition from its
+first segment (or from a `.snapshot`): an ABORT marker that ends a non-empty transaction is indexed
+with the last stable offset of that moment.
+
+Writing is atomic: a temp file in the target directory, fsync, rename, fsync of the directory, so a
+crash leaves the old file or the new one. A replaced file is kept as a hard-linked backup.
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Iterable, Iterator
+
+from .errors import CorruptDataError, InputError, KafkaLogError
+from .formats import offset_index, producer_snapshot, time_index, txn_index
+from .formats.batch import INT32_MAX, Batch
+from .formats.logdir import LogDir, PartitionDir, Segment, classify, read_partition_dir
+from .formats.segment import BadEntry, SegmentFile, Stop, offset_from_name
+from .formats.txn_index import AbortedTxn
+
+DEFAULT_INDEX_INTERVAL_BYTES = 4096  # log.index.interval.bytes
+PROGRESS_STEP = 8 << 20
+
+ProgressCallback = Callable[[int], None]
+
+
+# ---------------------------------------------------------------------------------------------
+# Producer state: the part of ProducerStateManager that recovery and verification need
+# ---------------------------------------------------------------------------------------------
+
+
+class ProducerStateError(CorruptDataError):
+    """The log breaks a producer-state rule that makes Kafka's loading throw (not truncate)."""
+
+
+@dataclass(slots=True)
+class ProducerStatus:
+    """ProducerStateEntry: a producer's epoch, its last batch and its open transaction, if any."""
+
+    producer_id: int
+    epoch: int = -1
+    coordinator_epoch: int = -1
+    last_timestamp: int = -1
+    current_txn_first_offset: int | None = None
+    last_sequence: int = -1
+    last_offset: int = -1
+    """Last offset of the producer's last data batch (-1: no batch metadata, e.g. after a new epoch)."""
+    offset_delta: int = 0
+
+    def set_epoch(self, epoch: int) -> None:
+        """maybeUpdateProducerEpoch: a new epoch forgets the batch metadata of the old one."""
+        if epoch != self.epoch:
+            self.epoch = epoch
+            self.last_sequence, self.last_offset, self.offset_delta = -1, -1, 0
+
+    def as_snapshot_entry(self) -> producer_snapshot.ProducerEntry:
+        return producer_snapshot.ProducerEntry(
+            self.producer_id, self.epoch, self.last_sequence, self.last_offset, self.offset_delta,
+            self.last_timestamp, self.coordinator_epoch,
+            -1 if self.current_txn_first_offset is None else self.current_txn_first_offset,
+        )
+
+
+Anomaly = Callable[[str, str, Batch], None]
+"""Called with (kind, message, batch) for what Kafka's replication path only logs."""
+
+EPOCH_DECREASED = "producer-epoch-decreased"
+COORDINATOR_EPOCH_DECREASED = "coordinator-epoch-decreased"
+SEQUENCE_GAP = "producer-sequence-gap"
+
+
+class ProducerState:
+    """Producers and open transactions, replayed batch by batch as recovery replays them
+    (AppendOrigin.REPLICATION: epoch problems are logged, not rejected)."""
+
+    def __init__(self, on_anomaly: Anomaly | None = None):
+        self.producers: dict[int, ProducerStatus] = {}
+        self.ongoing: dict[int, int] = {}
+        """first offset of each open transaction -> producer id (Kafka's ongoingTxns TreeMap)."""
+        self.on_anomaly = on_anomaly
+
+    @classmethod
+    def from_snapshot(cls, snapshot: producer_snapshot.ProducerSnapshot,
+                      on_anomaly: Anomaly | None = None) -> "ProducerState":
+        """ProducerStateManager.loadFromSnapshot (expiry aside: it never drops an open transaction)."""
+        state = cls(on_anomaly)
+        for entry in snapshot.entries:
+            status = ProducerStatus(entry.producer_id, entry.epoch, entry.coordinator_epoch, entry.timestamp,
+                                    entry.current_txn_first_offset if entry.current_txn_first_offset >= 0 else None)
+            if entry.has_batch_metadata:
+                status.last_sequence, status.last_offset, status.offset_delta = (
+                    entry.last_sequence, entry.last_offset, entry.offset_delta)
+            state.producers[entry.producer_id] = status
+            if status.current_txn_first_offset is not None:
+                state.ongoing[status.current_txn_first_offset] = entry.producer_id
+        return state
+
+    def apply(self, batch: Batch) -> AbortedTxn | None:
+        """Replay one batch; return the aborted transaction it ends, if any, for the txn index.
+
+        Raises ProducerStateError where Kafka throws, CorruptDataError when a control record
+        cannot be read (Kafka's recovery stops there), and leaves the state unchanged then.
+        """
+        if batch.magic < 2 or batch.producer_id < 0:
+            return None
+        current = self.producers.get(batch.producer_id)
+        status = ProducerStatus(batch.producer_id) if current is None else dataclasses.replace(current)
+        if batch.is_control:
+            aborted = self._apply_marker(batch, status)
+        else:
+            self._apply_data(batch, status)
+            aborted = None
+        self.producers[batch.producer_id] = status
+        return aborted
+
+    def _apply_data(self, batch: Batch, status: ProducerStatus) -> None:
+        self._check_epoch(batch, status)
+        self._check_sequence(batch, status)
+        status.set_epoch(batch.producer_epoch)
+        status.last_sequence, status.last_offset = batch.last_sequence, batch.last_offset
+        status.offset_delta = batch.last_offset - batch.base_offset
+        status.last_timestamp = batch.max_timestamp
+        if status.current_txn_first_offset is not None and not batch.is_transactional:
+            raise ProducerStateError(
+                f"Expected transactional write from producer {batch.producer_id} at offset {batch.base_offset}: "
+                f"its transaction opened at offset {status.current_txn_first_offset} has no marker yet",
+                path=batch.path, position=batch.position, expected="a transactional batch or a marker",
+                actual="a non-transactional batch",
+            )
+        if status.current_txn_first_offset is None and batch.is_transactional:
+            status.current_txn_first_offset = batch.base_offset
+            self.ongoing[batch.base_offset] = batch.producer_id
+
+    def _apply_marker(self, batch: Batch, status: ProducerStatus) -> AbortedTxn | None:
+        records = batch.records()
+        if not records:
+            return None  # the cleaner emptied it: the whole transaction is gone
+        marker = records[0].control
+        if marker is None or marker.name not in ("ABORT", "COMMIT"):
+            raise ProducerStateError(
+                f"Invalid control record type for end transaction marker: {marker.name if marker else None}",
+                path=batch.path, position=batch.position, expected="ABORT or COMMIT",
+                actual=marker.name if marker else None,
+            )
+        self._check_epoch(batch, status)
+        if status.coordinator_epoch > marker.coordinator_epoch:
+            self._anomaly(COORDINATOR_EPOCH_DECREASED,
+                          f"marker of producer {batch.producer_id} at offset {batch.base_offset} has coordinator "
+                          f"epoch {marker.coordinator_epoch}, older than {status.coordinator_epoch}", batch)
+        first_offset = status.current_txn_first_offset
+        status.set_epoch(batch.producer_epoch)
+        status.coordinator_epoch = marker.coordinator_epoch
+        status.current_txn_first_offset = None
+        status.last_timestamp = records[0].timestamp
+        if first_offset is None:
+            return None  # a marker without data changes neither the LSO nor the index
+        last_stable_offset = self.last_stable_offset(batch.producer_id, batch.base_offset)
+        self.ongoing.pop(first_offset, None)
+        if marker.name != "ABORT":
+            return None
+        return AbortedTxn(txn_index.CURRENT_VERSION, batch.producer_id, first_offset, batch.base_offset,
+                          last_stable_offset)
+
+    def last_stable_offset(self, producer_id: int, marker_offset: int) -> int:
+        """The first offset of the earliest transaction another producer still has open, else the
+        offset after the marker (ProducerStateManager.lastStableOffset)."""
+        others = [first for first, owner in self.ongoing.items() if owner != producer_id]
+        return min(others) if others else marker_offset + 1
+
+    def _check_epoch(self, batch: Batch, status: ProducerStatus) -> None:
+        if batch.producer_epoch < status.epoch:
+            self._anomaly(EPOCH_DECREASED,
+                          f"producer {batch.producer_id} at offset {batch.base_offset} has epoch "
+                          f"{batch.producer_epoch}, lower than its last epoch {status.epoch}", batch)
+
+    def _check_sequence(self, batch: Batch, status: ProducerStatus) -> None:
+        """ProducerAppendInfo.checkSequence (enforced for clients only; replication just trusts it)."""
+        if status.epoch < 0 or batch.base_sequence < 0:
+            return
+        if batch.producer_epoch != status.epoch:
+            if batch.base_sequence != 0:
+                self._anomaly(SEQUENCE_GAP,
+                              f"producer {batch.producer_id} starts epoch {batch.producer_epoch} at offset "
+                              f"{batch.base_offset} with sequence {batch.base_sequence}, not 0", batch)
+        elif status.last_sequence >= 0:
+            expected = 0 if status.last_sequence == INT32_MAX else status.last_sequence + 1
+            if batch.base_sequence != expected:
+                self._anomaly(SEQUENCE_GAP,
+                              f"producer {batch.producer_id} epoch {batch.producer_epoch} at offset "
+                              f"{batch.base_offset} has sequence {batch.base_sequence}, expected {expected}", batch)
+
+    def _anomaly(self, kind: str, message: str, batch: Batch) -> None:
+        if self.on_anomaly is not None:
+            self.on_anomaly(kind, message, batch)
+
+    def snapshot_entries(self) -> dict[int, producer_snapshot.ProducerEntry]:
+        return {pid: status.as_snapshot_entry() for pid, status in self.producers.items()}
+
+
+# ---------------------------------------------------------------------------------------------
+# One segment: LogSegment.recover
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass
+class SegmentRecovery:
+    """What recovery makes of one segment: its valid prefix and the three indexes over it."""
+
+    log_path: str
+    base_offset: int
+    file_size: int
+    valid_bytes: int = 0
+    batches: int = 0
+    offset_entries: list[tuple[int, int]] = field(default_factory=list)
+    """(absolute offset, position)"""
+    time_entries: list[tuple[int, int]] = field(default_factory=list)
+    """(timestamp, absolute offset)"""
+    aborted_txns: list[AbortedTxn] = field(default_factory=list)
+    max_timestamp: int = -1
+    offset_of_max_timestamp: int = -1
+    invalid: CorruptDataError | None = None
+    """Why the valid prefix ends before the end of the file: Kafka truncates there."""
+    failure: KafkaLogError | None = None
+    """Kafka's recovery would throw here rather than truncate; nothing should be written."""
+
+    @property
+    def truncated_bytes(self) -> int:
+        return self.file_size - self.valid_bytes
+
+    def index_bytes(self) -> bytes:
+        return offset_index.build(self.offset_entries, self.base_offset)
+
+    def timeindex_bytes(self) -> bytes:
+        return time_index.build(self.time_entries, self.base_offset)
+
+    def txnindex_bytes(self) -> bytes:
+        return txn_index.build(self.aborted_txns)
+
+
+def recover_segment(segment: SegmentFile, producer_state: ProducerState,
+                    index_interval_bytes: int = DEFAULT_INDEX_INTERVAL_BYTES,
+                    on_progress: ProgressCallback | None = None) -> SegmentRecovery:
+    """LogSegment.recover over an opened segment; the producer state is advanced in place."""
+    base = segment.base_offset
+    if base is None:
+        raise InputError("segment file name does not start with a base offset", path=segment.path)
+    result = SegmentRecovery(segment.path, base, segment.file_size)
+    reported = 0
+    try:
+        last_indexed_position = 0
+        for entry in segment.entries():
+            if isinstance(entry, BadEntry):
+                result.invalid = entry.error
+                break
+            if not entry.crc_valid:
+                result.invalid = CorruptDataError("Record is corrupt (stored crc differs from the computed one)",
+                                                  path=segment.path, position=entry.position)
+                break
+            _ensure_offset_in_range(entry, base)
+            if entry.max_timestamp > result.max_timestamp:
+                result.max_timestamp, result.offset_of_max_timestamp = entry.max_timestamp, entry.last_offset
+            if result.valid_bytes - last_indexed_position > index_interval_bytes:
+                _append_offset_entry(result, entry)
+                _maybe_append_time_entry(result, entry)
+                last_indexed_position = result.valid_bytes
+            try:
+                aborted = producer_state.apply(entry)
+            except ProducerStateError:
+                raise  # Kafka throws here: a failed recovery, not a truncation point
+            except CorruptDataError as exc:
+                result.invalid = exc  # an unreadable marker is an InvalidRecordException: truncated
+                break
+            result.valid_bytes += entry.size
+            result.batches += 1
+            if aborted is not None:
+                result.aborted_txns.append(aborted)
+            if on_progress is not None and result.valid_bytes - reported >= PROGRESS_STEP:
+                on_progress(result.valid_bytes - reported)
+                reported = result.valid_bytes
+    except KafkaLogError as exc:
+        result.failure = exc
+        return result
+    finally:
+        if on_progress is not None:
+            on_progress(segment.file_size - reported)
+    if result.invalid is None and result.valid_bytes < segment.file_size:
+        result.invalid = _tail_problem(segment)
+    # the final "max timestamp" entry that closing a segment writes
+    if result.max_timestamp > (result.time_entries[-1][0] if result.time_entries else -1):
+        result.time_entries.append((result.max_timestamp, result.offset_of_max_timestamp))
+    return result
+
+
+def _ensure_offset_in_range(batch: Batch, base: int) -> None:
+    relative = batch.last_offset - base
+    if not 0 <= relative <= INT32_MAX:
+        raise KafkaLogError(
+            f"Detected offset overflow at offset {batch.last_offset} in segment with base offset {base}",
+            path=batch.path, position=batch.position, expected=f"{base}..{base + INT32_MAX}", actual=batch.last_offset)
+
+
+def _append_offset_entry(result: SegmentRecovery, batch: Batch) -> None:
+    if result.offset_entries and batch.last_offset <= result.offset_entries[-1][0]:
+        raise KafkaLogError(
+            f"Attempt to append an offset {batch.last_offset} to position {result.valid_bytes} no larger than "
+            f"the last offset appended ({result.offset_entries[-1][0]})",
+            path=batch.path, position=batch.position)
+    result.offset_entries.append((batch.last_offset, result.valid_bytes))
+
+
+def _maybe_append_time_entry(result: SegmentRecovery, batch: Batch) -> None:
+    """TimeIndex.maybeAppend: only a strictly larger timestamp is appended."""
+    last_timestamp, last_offset = result.time_entries[-1] if result.time_entries else (-1, result.base_offset)
+    if result.time_entries and result.offset_of_max_timestamp < last_offset:
+        raise KafkaLogError(
+            f"Attempt to append an offset ({result.offset_of_max_timestamp}) to slot {len(result.time_entries)} "
+            f"no larger than the last offset appended ({last_offset})", path=batch.path, position=batch.position)
+    if result.max_timestamp > last_timestamp:
+        result.time_entries.append((result.max_timestamp, result.offset_of_max_timestamp))
+
+
+def _tail_problem(segment: SegmentFile) -> CorruptDataError:
+    position, size = segment.stop_position, segment.file_size
+    if segment.stop is Stop.CORRUPT_SIZE:
+        return segment.stop_error
+    if segment.stop is Stop.PARTIAL_ENTRY:
+        declared = 12 + int.from_bytes(segment.buffer[position + 8 : position + 12], "big", signed=True)
+        return CorruptDataError(f"partial batch: it declares {declared} bytes, {size - position} are present",
+                                path=segment.path, position=position, expected=declared, actual=size - position)
+    return CorruptDataError(f"{size - position} trailing bytes are too few for a batch header (17)",
+                            path=segment.path, position=position)
+
+
+# ---------------------------------------------------------------------------------------------
+# A partition: producer state carried from segment to segment
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass
+class RebuildOptions:
+    index_interval_bytes: int = DEFAULT_INDEX_INTERVAL_BYTES
+    truncate: bool = False
+    """Cut the invalid tail off the .log, as recovery does."""
+    backup: bool = True
+    dry_run: bool = False
+    output_dir: Path | None = None
+    """Write the rebuilt files to <output_dir>/<partition dir name>/ and leave the input alone."""
+
+
+@dataclass
+class FileChange:
+    kind: str
+    """"index", "timeindex", "txnindex" or "log"."""
+    path: str
+    action: str
+    """"unchanged", "create" or "replace" (in a dry run: what would be done)."""
+    old_size: int | None
+    new_size: int
+    backup: str | None = None
+
+
+@dataclass
+class SegmentRebuild:
+    partition: str
+    recovery: SegmentRecovery
+    changes: list[FileChange] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    dry_run: bool = False
+
+    @property
+    def tail_left_in_place(self) -> bool:
+        """The .log still holds bytes recovery would cut (no --truncate, or a dry run)."""
+        return self.recovery.truncated_bytes > 0 and not any(c.kind == "log" and c.action != "unchanged"
+                                                              for c in self.changes)
+
+
+@dataclass
+class _Plan:
+    """One partition's rebuild: which segments, and where the producer state comes from."""
+
+    partition: PartitionDir
+    segments: list[Segment]
+    """The segments to rebuild, in offset order (all of the partition's, or those named)."""
+    snapshot: producer_snapshot.ProducerSnapshot | None = None
+    replay_from: int = 0
+    """Offset from which earlier segments are replayed into the producer state."""
+
+    def prepare(self) -> None:
+        """Like Kafka's loader: the latest readable snapshot at or before the first segment to
+        rebuild, else an empty state at the start of the partition."""
+        first = self.segments[0].base_offset
+        for offset, path in sorted(((offset_from_name(p), p) for p in self.partition.snapshots), reverse=True):
+            if offset is None or offset > first:
+                continue
+            try:
+                self.snapshot = producer_snapshot.read(path)
+            except KafkaLogError:
+                continue  # Kafka deletes a corrupt snapshot and falls back to an older one
+            self.replay_from = offset
+            return
+        self.replay_from = self.partition.segments[0].base_offset
+
+    def initial_state(self) -> tuple[ProducerState, str]:
+        if self.snapshot is not None:
+            return ProducerState.from_snapshot(self.snapshot), f"producer state loaded from {Path(self.snapshot.path).name}"
+        return ProducerState(), f"producer state replayed from offset {self.replay_from}"
+
+    def replayed(self) -> list[Segment]:
+        """The earlier segments whose batches the producer state still needs."""
+        first = self.segments[0].base_offset
+        bases = [s.base_offset for s in self.partition.segments]
+        needed = []
+        for index, segment in enumerate(self.partition.segments):
+            following = bases[index + 1] if index + 1 < len(bases) else None
+            if segment.log is not None and segment.base_offset < first and (following is None or following > self.replay_from):
+                needed.append(segment)
+        return needed
+
+
+class Rebuild:
+    """Rebuild the indexes of the given segments, partition dirs or log dirs.
+
+    Resolving the paths happens here (bad paths raise InputError before anything is written);
+    iterating performs the rebuild one segment at a time.
+    """
+
+    def __init__(self, paths: Iterable[str | os.PathLike], options: RebuildOptions | None = None,
+                 on_progress: ProgressCallback | None = None):
+        self.options = options or RebuildOptions()
+        self.on_progress = on_progress
+        self.plans = _plan(paths)
+        self.total_bytes = sum(_size(s.log) for plan in self.plans for s in plan.replayed() + plan.segments)
+
+    def __iter__(self) -> Iterator[SegmentRebuild]:
+        for plan in self.plans:
+            yield from self._rebuild_partition(plan)
+
+    def _rebuild_partition(self, plan: _Plan) -> Iterator[SegmentRebuild]:
+        state, origin = plan.initial_state()
+        for segment in plan.replayed():
+            with SegmentFile(segment.log) as log:
+                _replay(log, state, plan.replay_from, self.on_progress)
+        last_base = plan.partition.segments[-1].base_offset
+        for segment in plan.segments:
+            with SegmentFile(segment.log) as log:
+                recovery = recover_segment(log, state, self.options.index_interval_bytes, self.on_progress)
+            result = SegmentRebuild(str(plan.partition.path), recovery, notes=[origin], dry_run=self.options.dry_run)
+            origin = "producer state carried from the previous segment"
+            if recovery.failure is None:
+                result.changes = self._write(plan.partition, segment, recovery)
+                if recovery.truncated_bytes and self.options.truncate and segment.base_offset != last_base:
+                    later = [s.base_offset for s in plan.partition.segments if s.base_offset > segment.base_offset]
+                    result.notes.append(f"Kafka's recovery would also delete the {len(later)} later segment(s) "
+                                        f"starting at {later}; they were left in place")
+            yield result
+
+    def _write(self, partition: PartitionDir, segment: Segment, recovery: SegmentRecovery) -> list[FileChange]:
+        stem = Path(segment.log).name[: -len(".log")]
+        out_dir = Path(segment.log).parent
+        if self.options.output_dir is not None:
+            out_dir = Path(self.options.output_dir) / partition.path.name
+            if not self.options.dry_run:
+                out_dir.mkdir(parents=True, exist_ok=True)
+        planned = [("index", recovery.index_bytes()), ("timeindex", recovery.timeindex_bytes())]
+        txn_target = out_dir / f"{stem}.txnindex"
+        # Kafka creates a .txnindex only for an abort, but empties one that exists
+        if recovery.aborted_txns or segment.txnindex is not None or txn_target.exists():
+            planned.append(("txnindex", recovery.txnindex_bytes()))
+        changes = [self._put_bytes(kind, out_dir / f"{stem}.{kind}", data) for kind, data in planned]
+        if self.options.truncate and recovery.truncated_bytes:
+            changes.append(self._put_log_prefix(Path(segment.log), out_dir / f"{stem}.log", recovery.valid_bytes))
+        return changes
+
+    def _put_bytes(self, kind: str, target: Path, data: bytes) -> FileChange:
+        old = _read_if_exists(target)
+        if old == data:
+            return FileChange(kind, str(target), "unchanged", len(old), len(data))
+        change = FileChange(kind, str(target), "create" if old is None else "replace",
+                            None if old is None else len(old), len(data))
+        if not self.options.dry_run:
+            change.backup = _replace_atomically(target, lambda out: out.write(data), self.options.backup)
+        return change
+
+    def _put_log_prefix(self, source: Path, target: Path, length: int) -> FileChange:
+        old_size = _size(target) if target.exists() else None
+        change = FileChange("log", str(target), "create" if old_size is None else "replace", old_size, length)
+        if not self.options.dry_run:
+            change.backup = _replace_atomically(target, lambda out: _copy_prefix(source, out, length),
+                                                self.options.backup)
+        return change
+
+
+def _plan(paths: Iterable[str | os.PathLike]) -> list[_Plan]:
+    """One plan per partition named (directly, through a log dir, or through its segment files)."""
+    plans: dict[Path, _Plan] = {}
+    for path in paths:
+        found = classify(path)
+        if isinstance(found, LogDir):
+            named = [(p, p.segments) for p in found.partitions]
+        elif isinstance(found, PartitionDir):
+            named = [(found, found.segments)]
+        else:
+            partition, segment = segment_of(found)
+            named = [(partition, [segment])]
+        for partition, segments in named:
+            plan = plans.setdefault(partition.path.resolve(), _Plan(partition, []))
+            known = {s.base_offset for s in plan.segments}
+            plan.segments.extend(s for s in segments if s.log is not None and s.base_offset not in known)
+    result = []
+    for plan in plans.values():
+        if plan.segments:
+            plan.segments.sort(key=lambda s: s.base_offset)
+            plan.prepare()
+            result.append(plan)
+    return result
+
+
+def segment_of(path: Path) -> tuple[PartitionDir, Segment]:
+    """The partition dir holding a segment file (.log/.index/.timeindex/.txnindex) and its segment."""
+    path = Path(path)
+    base = offset_from_name(path)
+    if base is None or path.suffix not in (".log", ".index", ".timeindex", ".txnindex"):
+        raise InputError("not a segment file (<20-digit offset>.log/.index/.timeindex/.txnindex), "
+                         "a partition directory or a log directory", path=path)
+    partition = read_partition_dir(path.parent)
+    for segment in partition.segments:
+        if segment.base_offset == base:
+            if segment.log is None:
+                raise InputError("the segment has no .log file", path=path)
+            return partition, segment
+    raise InputError("segment not found in its directory", path=path)
+
+
+def _replay(log: SegmentFile, state: ProducerState, from_offset: int, on_progress: ProgressCallback | None) -> None:
+    """Advance the producer state through a segment that is not rebuilt (read only)."""
+    for entry in log.entries():
+        if isinstance(entry, BadEntry) or not entry.crc_valid:
+            break
+        if entry.magic >= 2 and entry.base_offset >= from_offset:
+            try:
+                state.apply(entry)
+            except CorruptDataError:
+                break
+    if on_progress is not None:
+        on_progress(log.file_size)
+
+
+# ---------------------------------------------------------------------------------------------
+# Writing files: temp file, fsync, rename; a hard-linked backup of what is replaced
+# ---------------------------------------------------------------------------------------------
+
+TEMP_SUFFIX = ".rebuild-tmp"
+BACKUP_SUFFIX = ".bak"
+
+
+def _replace_atomically(target: Path, write: Callable, backup: bool) -> str | None:
+    """Write `target` through a temp file renamed over it; return the backup's path, if one was kept."""
+    temp = target.with_name(target.name + TEMP_SUFFIX)
+    existed = target.exists()
+    try:
+        with open(temp, "wb") as out:
+            write(out)
+            out.flush()
+            os.fsync(out.fileno())
+        if existed:
+            shutil.copymode(target, temp)
+        backup_path = _keep_backup(target) if existed and backup else None
+        os.replace(temp, target)
+        _fsync_directory(target.parent)
+    except OSError as exc:
+        temp.unlink(missing_ok=True)
+        raise InputError(f"cannot write: {exc.strerror or exc}", path=target) from None
+    return None if backup_path is None else str(backup_path)
+
+
+def _keep_backup(target: Path) -> Path:
+    """A hard link to the current file under a new name: the original stays in place until the rename."""
+    candidate = target.with_name(target.name + BACKUP_SUFFIX)
+    number = 0
+    while candidate.exists():
+        number += 1
+        candidate = target.with_name(f"{target.name}{BACKUP_SUFFIX}.{number}")
+    try:
+        os.link(target, candidate)
+    except OSError:
+        shutil.copy2(target, candidate)  # filesystems without hard links
+    return candidate
+
+
+def _fsync_directory(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _copy_prefix(source: Path, out, length: int) -> None:
+    with open(source, "rb") as src:
+        remaining = length
+        while remaining:
+            chunk = src.read(min(remaining, 1 << 20))
+            if not chunk:
+                raise InputError("file shrank while being copied", path=source, expected=length,
+                                 actual=length - remaining)
+            out.write(chunk)
+            remaining -= len(chunk)
+
+
+def _read_if_exists(path: Path) -> bytes | None:
+    try:
+        with open(path, "rb") as handle:
+            return handle.read()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise InputError(f"cannot read: {exc.strerror}", path=path) from None
+
+
+def _size(path: Path | None) -> int:
+    try:
+        return os.stat(path).st_size if path is not None else 0
+    except OSError as exc:
+        raise InputError(f"cannot read: {exc.strerror}", path=path) from None
