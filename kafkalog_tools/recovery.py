@@ -345,7 +345,78 @@ def _tail_problem(segment: SegmentFile) -> CorruptDataError:
 
 
 # ---------------------------------------------------------------------------------------------
-# A partition: producer state carried from segment to segment
+# The producer state before a segment: a snapshot, then a replay of what follows it
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass
+class StartingState:
+    """The producer state just before a segment, and how it was obtained."""
+
+    state: ProducerState
+    origin: str
+    exact: bool
+    """Kafka's own state (a snapshot) or a replay from offset 0; otherwise transactions opened
+    before the first segment are unknown."""
+
+
+def starting_producer_state(partition: PartitionDir, base_offset: int,
+                            on_progress: ProgressCallback | None = None) -> StartingState:
+    """The producer state before segment `base_offset`, as Kafka's loader builds it: the latest
+    readable snapshot at or before it, else an empty state at the start of the partition, then
+    a replay of the earlier segments from there (read only)."""
+    snapshot, replay_from, earlier = _starting_point(partition, base_offset)
+    if snapshot is not None:
+        start = StartingState(ProducerState.from_snapshot(snapshot), f"producer state loaded from "
+                              f"{Path(snapshot.path).name}", True)
+    else:
+        start = StartingState(ProducerState(), f"producer state replayed from offset {replay_from}", replay_from == 0)
+    for segment in earlier:
+        with SegmentFile(segment.log) as log:
+            _replay(log, start.state, replay_from, on_progress)
+    return start
+
+
+def replay_bytes(partition: PartitionDir, base_offset: int) -> int:
+    """How many bytes `starting_producer_state` reads."""
+    return sum(_size(s.log) for s in _starting_point(partition, base_offset)[2])
+
+
+def _starting_point(partition: PartitionDir, base_offset: int):
+    """(snapshot or None, offset the replay starts from, the earlier segments to replay)."""
+    snapshot, replay_from = None, partition.segments[0].base_offset if partition.segments else base_offset
+    for offset, path in sorted(((offset_from_name(p), p) for p in partition.snapshots), reverse=True):
+        if offset is None or offset > base_offset:
+            continue
+        try:
+            snapshot = producer_snapshot.read(path)
+        except KafkaLogError:
+            continue  # Kafka deletes a corrupt snapshot and falls back to an older one
+        replay_from = offset
+        break
+    bases = [s.base_offset for s in partition.segments]
+    earlier = [segment for index, segment in enumerate(partition.segments)
+               if segment.log is not None and segment.base_offset < base_offset
+               and (index + 1 == len(bases) or bases[index + 1] > replay_from)]
+    return snapshot, replay_from, earlier
+
+
+def _replay(log: SegmentFile, state: ProducerState, from_offset: int, on_progress: ProgressCallback | None) -> None:
+    """Advance the producer state through a segment that is not rebuilt (read only)."""
+    for entry in log.entries():
+        if isinstance(entry, BadEntry) or not entry.crc_valid:
+            break
+        if entry.magic >= 2 and entry.base_offset >= from_offset:
+            try:
+                state.apply(entry)
+            except CorruptDataError:
+                break
+    if on_progress is not None:
+        on_progress(log.file_size)
+
+
+# ---------------------------------------------------------------------------------------------
+# Rebuilding partitions: the plan, the segments in order, the files written
 # ---------------------------------------------------------------------------------------------
 
 
@@ -389,45 +460,9 @@ class SegmentRebuild:
 
 @dataclass
 class _Plan:
-    """One partition's rebuild: which segments, and where the producer state comes from."""
-
     partition: PartitionDir
     segments: list[Segment]
     """The segments to rebuild, in offset order (all of the partition's, or those named)."""
-    snapshot: producer_snapshot.ProducerSnapshot | None = None
-    replay_from: int = 0
-    """Offset from which earlier segments are replayed into the producer state."""
-
-    def prepare(self) -> None:
-        """Like Kafka's loader: the latest readable snapshot at or before the first segment to
-        rebuild, else an empty state at the start of the partition."""
-        first = self.segments[0].base_offset
-        for offset, path in sorted(((offset_from_name(p), p) for p in self.partition.snapshots), reverse=True):
-            if offset is None or offset > first:
-                continue
-            try:
-                self.snapshot = producer_snapshot.read(path)
-            except KafkaLogError:
-                continue  # Kafka deletes a corrupt snapshot and falls back to an older one
-            self.replay_from = offset
-            return
-        self.replay_from = self.partition.segments[0].base_offset
-
-    def initial_state(self) -> tuple[ProducerState, str]:
-        if self.snapshot is not None:
-            return ProducerState.from_snapshot(self.snapshot), f"producer state loaded from {Path(self.snapshot.path).name}"
-        return ProducerState(), f"producer state replayed from offset {self.replay_from}"
-
-    def replayed(self) -> list[Segment]:
-        """The earlier segments whose batches the producer state still needs."""
-        first = self.segments[0].base_offset
-        bases = [s.base_offset for s in self.partition.segments]
-        needed = []
-        for index, segment in enumerate(self.partition.segments):
-            following = bases[index + 1] if index + 1 < len(bases) else None
-            if segment.log is not None and segment.base_offset < first and (following is None or following > self.replay_from):
-                needed.append(segment)
-        return needed
 
 
 class Rebuild:
@@ -442,17 +477,16 @@ class Rebuild:
         self.options = options or RebuildOptions()
         self.on_progress = on_progress
         self.plans = _plan(paths)
-        self.total_bytes = sum(_size(s.log) for plan in self.plans for s in plan.replayed() + plan.segments)
+        self.total_bytes = sum(replay_bytes(plan.partition, plan.segments[0].base_offset)
+                               + sum(_size(s.log) for s in plan.segments) for plan in self.plans)
 
     def __iter__(self) -> Iterator[SegmentRebuild]:
         for plan in self.plans:
             yield from self._rebuild_partition(plan)
 
     def _rebuild_partition(self, plan: _Plan) -> Iterator[SegmentRebuild]:
-        state, origin = plan.initial_state()
-        for segment in plan.replayed():
-            with SegmentFile(segment.log) as log:
-                _replay(log, state, plan.replay_from, self.on_progress)
+        start = starting_producer_state(plan.partition, plan.segments[0].base_offset, self.on_progress)
+        state, origin = start.state, start.origin
         last_base = plan.partition.segments[-1].base_offset
         for segment in plan.segments:
             with SegmentFile(segment.log) as log:
@@ -519,13 +553,9 @@ def _plan(paths: Iterable[str | os.PathLike]) -> list[_Plan]:
             plan = plans.setdefault(partition.path.resolve(), _Plan(partition, []))
             known = {s.base_offset for s in plan.segments}
             plan.segments.extend(s for s in segments if s.log is not None and s.base_offset not in known)
-    result = []
     for plan in plans.values():
-        if plan.segments:
-            plan.segments.sort(key=lambda s: s.base_offset)
-            plan.prepare()
-            result.append(plan)
-    return result
+        plan.segments.sort(key=lambda s: s.base_offset)
+    return [plan for plan in plans.values() if plan.segments]
 
 
 def segment_of(path: Path) -> tuple[PartitionDir, Segment]:
@@ -542,20 +572,6 @@ def segment_of(path: Path) -> tuple[PartitionDir, Segment]:
                 raise InputError("the segment has no .log file", path=path)
             return partition, segment
     raise InputError("segment not found in its directory", path=path)
-
-
-def _replay(log: SegmentFile, state: ProducerState, from_offset: int, on_progress: ProgressCallback | None) -> None:
-    """Advance the producer state through a segment that is not rebuilt (read only)."""
-    for entry in log.entries():
-        if isinstance(entry, BadEntry) or not entry.crc_valid:
-            break
-        if entry.magic >= 2 and entry.base_offset >= from_offset:
-            try:
-                state.apply(entry)
-            except CorruptDataError:
-                break
-    if on_progress is not None:
-        on_progress(log.file_size)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -1,0 +1,159 @@
+"""`kafkalog rebuild-index`: the CLI over `kafkalog_tools.recovery`."""
+from __future__ import annotations
+
+import sys
+from contextlib import contextmanager
+from pathlib import Path
+
+import click
+
+from .. import recovery
+from ..output import EXIT_OK, EXIT_PROBLEMS, LineWriter, choose_format
+
+
+@click.command("rebuild-index")
+@click.argument("paths", nargs=-1, required=True, metavar="PATH...",
+                type=click.Path(exists=True, file_okay=True, dir_okay=True))
+@click.option("--index-interval-bytes", type=click.IntRange(min=0), default=recovery.DEFAULT_INDEX_INTERVAL_BYTES,
+              show_default=True, help="The topic's index.interval.bytes (Kafka does not store it on disk).")
+@click.option("--truncate", is_flag=True,
+              help="Also cut the invalid tail off each .log, as Kafka's recovery does (the old .log is kept as "
+                   "a backup unless --no-backup).")
+@click.option("--no-backup", is_flag=True, help="Do not keep replaced files as <name>.bak.")
+@click.option("--dry-run", is_flag=True, help="Report what would change; write nothing.")
+@click.option("--output-dir", type=click.Path(file_okay=False, writable=True, path_type=Path),
+              help="Write the rebuilt files to DIR/<partition dir name>/ and leave the input alone.")
+@click.option("--format", "output_format", type=click.Choice(("text", "json")),
+              help="text: a human summary; json: JSON Lines. Default: text on a terminal, json on a pipe.")
+def command(paths, index_interval_bytes, truncate, no_backup, dry_run, output_dir, output_format):
+    """Regenerate .index, .timeindex and .txnindex from the .log files, byte for byte as Kafka's
+    LogSegment.recover writes them.
+
+    PATH is a segment file, a partition directory or a log directory. The transaction index needs
+    the producer state before the segment: it is replayed from the partition's first segment, or
+    loaded from the latest .snapshot at or before it. Each file is written to a temp file, synced and
+    renamed into place, so a crash leaves the old file or the new one; an unchanged file is not
+    rewritten.
+
+    Exit codes: 0 done; 1 a .log holds bytes recovery would cut (without --truncate) or recovery
+    would fail; 2 usage or I/O error.
+    """
+    options = recovery.RebuildOptions(index_interval_bytes=index_interval_bytes, truncate=truncate,
+                                      backup=not no_backup, dry_run=dry_run, output_dir=output_dir)
+    output_format = choose_format(output_format, tty_default="text")
+    problems = 0
+    totals = {"segments": 0, "written": 0, "unchanged": 0, "truncated_bytes": 0}
+    with _progress_bar("rebuilding") as advance:
+        run = recovery.Rebuild(paths, options, on_progress=advance)
+        advance(0, total=run.total_bytes)
+        for result in run:
+            problems += result.recovery.failure is not None or result.tail_left_in_place
+            _count(totals, result)
+            if output_format == "json":
+                LineWriter().write_json([_segment_json(result)])
+            else:
+                _print_segment(result)
+    summary = {"type": "summary", "dry_run": dry_run, "problems": problems, **totals}
+    if output_format == "json":
+        LineWriter().write_json([summary])
+    else:
+        _print_summary(summary)
+    sys.stdout.flush()
+    sys.exit(EXIT_PROBLEMS if problems else EXIT_OK)
+
+
+def _count(totals: dict, result: recovery.SegmentRebuild) -> None:
+    totals["segments"] += 1
+    totals["truncated_bytes"] += result.recovery.truncated_bytes
+    for change in result.changes:
+        totals["unchanged" if change.action == "unchanged" else "written"] += 1
+
+
+def _segment_json(result: recovery.SegmentRebuild) -> dict:
+    rec = result.recovery
+    return {
+        "type": "segment",
+        "partition": result.partition,
+        "segment": rec.log_path,
+        "base_offset": rec.base_offset,
+        "batches": rec.batches,
+        "valid_bytes": rec.valid_bytes,
+        "truncated_bytes": rec.truncated_bytes,
+        "invalid": _error_json(rec.invalid),
+        "failure": _error_json(rec.failure),
+        "offset_index_entries": len(rec.offset_entries),
+        "time_index_entries": len(rec.time_entries),
+        "aborted_transactions": len(rec.aborted_txns),
+        "files": [vars(change) for change in result.changes],
+        "notes": result.notes,
+        "dry_run": result.dry_run,
+    }
+
+
+def _error_json(error) -> dict | None:
+    if error is None:
+        return None
+    return {"position": error.position, "message": error.message, "expected": _plain(error.expected),
+            "actual": _plain(error.actual)}
+
+
+def _plain(value):
+    return value if value is None or isinstance(value, (int, float, str, bool)) else str(value)
+
+
+def _print_segment(result: recovery.SegmentRebuild) -> None:
+    rec = result.recovery
+    name = Path(rec.log_path)
+    click.echo(f"{name.parent.name}/{name.name}: {rec.batches} batches, {rec.valid_bytes} valid bytes, "
+               f"{len(rec.offset_entries)} offset / {len(rec.time_entries)} time / "
+               f"{len(rec.aborted_txns)} aborted-txn entries")
+    if rec.failure is not None:
+        click.secho(f"  recovery would fail, nothing written: {rec.failure}", fg="red")
+    if rec.invalid is not None:
+        cut = "cut" if not result.tail_left_in_place else "would be cut by Kafka (use --truncate)"
+        click.secho(f"  {rec.truncated_bytes} invalid bytes from {rec.valid_bytes} {cut}: {rec.invalid.message}",
+                    fg="yellow")
+    verb = {"unchanged": "unchanged", "create": "created", "replace": "replaced"}
+    dry_verb = {"unchanged": "unchanged", "create": "would be created", "replace": "would be replaced"}
+    for change in result.changes:
+        text = (dry_verb if result.dry_run else verb)[change.action]
+        sizes = (f"{change.old_size} -> {change.new_size} bytes"
+                 if change.old_size not in (None, change.new_size) else f"{change.new_size} bytes")
+        backup = f", backup {Path(change.backup).name}" if change.backup else ""
+        click.echo(f"  {Path(change.path).name}: {text} ({sizes}{backup})")
+    for note in result.notes[1:]:
+        click.echo(f"  note: {note}")
+
+
+def _print_summary(summary: dict) -> None:
+    prefix = "dry run: " if summary["dry_run"] else ""
+    click.echo(f"{prefix}{summary['segments']} segments, {summary['written']} files "
+               f"{'to write' if summary['dry_run'] else 'written'}, {summary['unchanged']} unchanged, "
+               f"{summary['truncated_bytes']} invalid bytes")
+
+
+@contextmanager
+def _progress_bar(description: str):
+    """advance(n, total=None) drives a rich progress bar on a terminal (stderr); elsewhere it does nothing."""
+    if not sys.stderr.isatty():
+        yield lambda n, total=None: None
+        return
+    from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn, TransferSpeedColumn
+
+    with Progress("[progress.description]{task.description}", BarColumn(), DownloadColumn(),
+                  TransferSpeedColumn(), TimeRemainingColumn(), transient=True,
+                  console=_stderr_console()) as progress:
+        task = progress.add_task(description, total=None)
+
+        def advance(n: int, total: int | None = None) -> None:
+            if total is not None:
+                progress.update(task, total=total)
+            progress.advance(task, n)
+
+        yield advance
+
+
+def _stderr_console():
+    from rich.console import Console
+
+    return Console(stderr=True)
