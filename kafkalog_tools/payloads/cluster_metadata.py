@@ -25,11 +25,10 @@ from .metadata_records import (
     METADATA_RECORDS,
     UNKNOWN_TAGGED_FIELDS,
     MessageSchema,
-    b64,
     describe,
-    jackson_json,
     unknown_tags,
 )
+from .jackson import b64, jackson_json
 
 # ---------------------------------------------------------------------------------------------
 # Frame

@@ -55,6 +55,7 @@ from ..protocol import (
     Uuid,
 )
 from . import DecodedPayload, PayloadDecoder, PayloadError, register
+from .jackson import b64, jackson_json
 
 TAGGED = "_tagged"
 """Name of the tagged-field trailer every struct of a flexible version ends with."""
@@ -349,10 +350,6 @@ TAGGED_FIELD_DEFAULTS = {"classicMemberMetadata": None}
 UNKNOWN_TAGGED_FIELDS = "_unknownTaggedFields"
 
 
-def _b64(data: bytes) -> str:
-    return base64.b64encode(data).decode("ascii")
-
-
 def _plain(obj: object) -> object:
     """A parsed construct value as JSON-ready data; known tagged fields join their struct."""
     if isinstance(obj, dict):
@@ -366,7 +363,7 @@ def _plain(obj: object) -> object:
     if isinstance(obj, list):
         return [_plain(item) for item in obj]
     if isinstance(obj, bytes):
-        return _b64(obj)
+        return b64(obj)
     return obj
 
 
@@ -374,7 +371,7 @@ def _plain_tagged(tagged: dict) -> dict:
     out = {name: _plain(item) for name, item in tagged.items() if name != "_unknown"}
     if "_unknown" in tagged:
         out[UNKNOWN_TAGGED_FIELDS] = [
-            {"tag": field["tag"], "data": _b64(field["data"])} for field in tagged["_unknown"]
+            {"tag": field["tag"], "data": b64(field["data"])} for field in tagged["_unknown"]
         ]
     return out
 
@@ -408,32 +405,6 @@ def _kafka_view(obj: object) -> object:
 
 def _is_expansion(name: str, item: object) -> bool:
     return name in ("subscription", "assignment") and isinstance(item, dict)
-
-
-# Jackson escapes '"', '\' and the C0 controls: \b \t \n \f \r short, the rest as \u00XX
-# (upper-case hex). Everything else, non-ASCII included, is written as is.
-_JACKSON_ESCAPES = {code: f"\\u{code:04X}" for code in range(0x20)} | {
-    ord('"'): '\\"', ord("\\"): "\\\\", 0x08: "\\b", 0x09: "\\t", 0x0A: "\\n", 0x0C: "\\f",
-    0x0D: "\\r",
-}
-
-
-def jackson_json(obj: object) -> str:
-    """Compact JSON text as Jackson writes a JsonNode tree."""
-    if obj is None:
-        return "null"
-    if obj is True or obj is False:
-        return "true" if obj else "false"
-    if isinstance(obj, int):
-        return str(obj)
-    if isinstance(obj, str):
-        return '"' + obj.translate(_JACKSON_ESCAPES) + '"'
-    if isinstance(obj, list):
-        return "[" + ",".join(jackson_json(item) for item in obj) + "]"
-    if isinstance(obj, dict):
-        return "{" + ",".join(f"{jackson_json(name)}:{jackson_json(item)}"
-                              for name, item in obj.items()) + "}"
-    raise TypeError(f"no JSON form for {type(obj).__name__}")
 
 
 def _key_text(record_type: int, key_data: dict) -> str:
@@ -504,7 +475,7 @@ def decode(key: bytes | None, value: bytes | None, offset: int | None = None) ->
     key_data = _plain(key_struct)
     key_json = {"type": kind.name, "version": record_type, "data": key_data}
     if key_trailing:
-        key_json["trailing"] = _b64(key_trailing)
+        key_json["trailing"] = b64(key_trailing)
         warnings.append(f"{len(key_trailing)} byte(s) after the {kind.key_class} kept raw")
     key_text = _key_text(record_type, key_data)
 
@@ -515,7 +486,7 @@ def decode(key: bytes | None, value: bytes | None, offset: int | None = None) ->
     if version is None:
         warnings.append(f"{kind.value_class} is {len(value)} byte(s); expected at least 2 for "
                         "its int16 version")
-        return DecodedPayload(key_json, {"version": None, "raw": _b64(value)},
+        return DecodedPayload(key_json, {"version": None, "raw": b64(value)},
                               f"Error{_at(offset)}, skipping. Could not read version from value's "
                               "buffer.", None, _join(warnings))
 
@@ -528,7 +499,7 @@ def decode(key: bytes | None, value: bytes | None, offset: int | None = None) ->
 
 def _decode_value(kind: RecordType, version: int, body: bytes, warnings: list[str]):
     """(JSON-ready value, Kafka's payload text, Kafka's read error or None)."""
-    raw = {"version": version, "raw": _b64(body)}
+    raw = {"version": version, "raw": b64(body)}
     schema = kind.values.get(version)
     if schema is None:
         known = f"{min(kind.values)}-{max(kind.values)}" if len(kind.values) > 1 else "0"
@@ -550,7 +521,7 @@ def _decode_value(kind: RecordType, version: int, body: bytes, warnings: list[st
     data = _value_data(kind, struct, warnings)
     value_json = {"version": version, "data": data}
     if trailing:
-        value_json["trailing"] = _b64(trailing)
+        value_json["trailing"] = b64(trailing)
         warnings.append(f"{len(trailing)} byte(s) after the {kind.value_class} kept raw")
     tags = sorted(set(_unknown_tags(data)))
     if tags:
@@ -591,7 +562,7 @@ def _expand_consumer_protocol(member: dict, field: str, schemas: Mapping[int, Co
         return encoded
     expanded = {"version": version, "data": _plain(struct)}
     if trailing:
-        expanded["trailing"] = _b64(trailing)
+        expanded["trailing"] = b64(trailing)
     return expanded
 
 
@@ -603,11 +574,11 @@ def _unreadable_record_type(record_type: int, key_body: bytes, value: bytes | No
                    "key and value kept raw")
     else:
         warning = f"record type {record_type} is unknown; key and value kept raw"
-    key_json = {"type": share_group or "unknown", "version": record_type, "raw": _b64(key_body)}
+    key_json = {"type": share_group or "unknown", "version": record_type, "raw": b64(key_body)}
     value_json = None
     if value is not None:
         version, body = _split_version(value)
-        value_json = {"version": version, "raw": _b64(body)}
+        value_json = {"version": version, "raw": b64(body)}
     return DecodedPayload(key_json, value_json,
                           f"Unknown record type {record_type}{_at(offset)}, skipping.", None,
                           warning)

@@ -25,7 +25,8 @@ from dataclasses import dataclass
 from construct import ConstructError, Int16sb
 
 from . import PayloadError
-from .metadata_records import Field, MessageSchema, b64, describe, jackson_json
+from .jackson import b64, jackson_json
+from .metadata_records import Field, MessageSchema, describe
 
 # ---------------------------------------------------------------------------------------------
 # Schemas

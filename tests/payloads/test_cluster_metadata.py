@@ -11,13 +11,8 @@ from hypothesis import strategies as st
 
 from kafkalog_tools.payloads import decoder_for_topic
 from kafkalog_tools.payloads.cluster_metadata import FRAME_HEADER, decode, read_metadata_record
-from kafkalog_tools.payloads.metadata_records import (
-    METADATA_RECORDS,
-    TAGGED,
-    Field,
-    jackson_json,
-    java_double_text,
-)
+from kafkalog_tools.payloads.jackson import jackson_json, java_double_text
+from kafkalog_tools.payloads.metadata_records import METADATA_RECORDS, TAGGED, Field
 from kafkalog_tools.protocol import uuid_to_text
 
 TOPIC_ID = uuid_to_text(bytes(range(16)))
