@@ -1,0 +1,1011 @@
+"""Verification of log directories, partitions and segments: everything Kafka's own loading would
+trip over, and nothing that Kafka itself wrote and considers valid.
+
+Sources: FORMAT.md section 2.7 (segment iteration), 3 (indexes and their sanity checks), 4.3 (what
+an index entry means, by version and write path), 4.4 (loading), 6 (snapshots, checkpoints).
+
+Indexes are checked by meaning, never by byte equality with a rebuild: live appends, follower
+appends, restarts and old brokers all write entries that differ from recovery's and are valid.
+What is really wrong is reported: entries out of order, positions off batch boundaries, offsets
+that do not exist, a lookup that would start after its target, time entries claiming timestamps
+the data does not hold, a missing final time entry or a preallocated tail on a closed segment.
+
+Damage (a truncated tail, a corrupt batch, a zero-filled region) is reported with its exact byte
+range; the scan then resynchronises - the next position where a plausible header with a valid CRC
+starts - and says how much intact data follows.
+
+`Verification` streams `Finding`s and totals them in `summary`. Nothing is ever written.
+"""
+from __future__ import annotations
+
+import bisect
+import re
+import struct
+import zlib
+from array import array
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Iterable, Iterator
+
+from .crc import crc32c
+from .errors import CorruptDataError, InputError, KafkaLogError
+from .formats import checkpoint, producer_snapshot, properties
+from .formats.batch import INT32_MAX, Batch
+from .formats.index_file import IndexFile
+from .formats.logdir import LogDir, PartitionDir, Segment, classify
+from .formats.offset_index import OffsetIndex
+from .formats.segment import LOG_OVERHEAD, BadEntry, SegmentFile, Stop
+from .formats.time_index import TimeIndex
+from .formats.txn_index import AbortedTxn, TransactionIndex
+from .recovery import ProducerState, ProducerStateError, segment_of, starting_producer_state
+
+ERROR, WARNING, INFO = "error", "warning", "info"
+MAX_FINDINGS_PER_CODE = 100
+"""Per file and code; the rest are counted in one closing finding."""
+PROGRESS_STEP = 8 << 20
+
+
+# ---------------------------------------------------------------------------------------------
+# What verification reports
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Finding:
+    severity: str
+    """"error" (Kafka would fail, lose or misread data), "warning" (Kafka copes; worth knowing),
+    or "info"."""
+    code: str
+    file: str
+    position: int | None
+    """Byte position in `file`, when the finding has one."""
+    message: str
+    extra: dict = field(default_factory=dict)
+
+    def to_json(self) -> dict:
+        return {"type": "finding", "severity": self.severity, "code": self.code, "file": self.file,
+                "position": self.position, "message": self.message, **self.extra}
+
+
+@dataclass
+class Summary:
+    paths: int = 0
+    partitions: int = 0
+    segments: int = 0
+    batches: int = 0
+    records: int | None = 0
+    """Records decoded (None when verifying shallowly)."""
+    log_bytes: int = 0
+    intact_bytes: int = 0
+    damaged_bytes: int = 0
+    errors: int = 0
+    warnings: int = 0
+    infos: int = 0
+    suppressed: int = 0
+    io_errors: int = 0
+
+    def count(self, finding: Finding) -> None:
+        if finding.severity == ERROR:
+            self.errors += 1
+        elif finding.severity == WARNING:
+            self.warnings += 1
+        else:
+            self.infos += 1
+        if finding.code == "io-error":
+            self.io_errors += 1
+
+    def to_json(self) -> dict:
+        return {"type": "summary", **vars(self)}
+
+
+ProgressCallback = Callable[[int], None]
+
+
+# ---------------------------------------------------------------------------------------------
+# Entry point
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass
+class _Target:
+    log_dir: LogDir | None
+    partitions: list[tuple[PartitionDir, list[Segment] | None]]
+    """Each partition with the segments named, or None for all of them."""
+
+
+class Verification:
+    """Verify segment files, partition dirs or log dirs; iterate to get the findings."""
+
+    def __init__(self, paths: Iterable[str], *, deep: bool = True, on_progress: ProgressCallback | None = None,
+                 max_findings_per_code: int = MAX_FINDINGS_PER_CODE):
+        self.deep = deep
+        self.on_progress = on_progress
+        self.max_findings_per_code = max_findings_per_code
+        self.targets = [_resolve(path) for path in paths]
+        self.summary = Summary(paths=len(self.targets), records=0 if deep else None)
+        self.total_bytes = sum(_file_size(s.log) for t in self.targets for p, named in t.partitions
+                               for s in (named if named is not None else p.segments) if s.log is not None)
+
+    def __iter__(self) -> Iterator[Finding]:
+        for target in self.targets:
+            counts: dict[tuple[str, str], int] = {}
+            for finding in self._target_findings(target):
+                key = (finding.file, finding.code)
+                counts[key] = counts.get(key, 0) + 1
+                if counts[key] > self.max_findings_per_code:
+                    self.summary.suppressed += 1
+                    continue
+                self.summary.count(finding)
+                yield finding
+            for (file, code), count in counts.items():
+                if count > self.max_findings_per_code:
+                    note = Finding(INFO, "findings-suppressed", file, None,
+                                   f"{count - self.max_findings_per_code} more '{code}' findings in this file "
+                                   f"are not shown", {"suppressed": count - self.max_findings_per_code})
+                    self.summary.count(note)
+                    yield note
+
+    def _target_findings(self, target: _Target) -> Iterator[Finding]:
+        facts: dict[tuple[str, int], _PartitionFacts] = {}
+        if target.log_dir is not None:
+            yield from _check_log_dir_files(target.log_dir)
+        for partition, named in target.partitions:
+            check = _PartitionCheck(partition, named, self.deep, self.summary, self.on_progress)
+            yield from check.run()
+            facts[partition.topic_partition] = check.facts
+        if target.log_dir is not None:
+            yield from _check_offset_checkpoints(target.log_dir, facts)
+
+
+def _resolve(path: str) -> _Target:
+    found = classify(path)
+    if isinstance(found, LogDir):
+        return _Target(found, [(p, None) for p in found.partitions])
+    if isinstance(found, PartitionDir):
+        return _Target(None, [(found, None)])
+    partition, segment = segment_of(found)
+    return _Target(None, [(partition, [segment])])
+
+
+# ---------------------------------------------------------------------------------------------
+# A log dir: meta.properties, clean-shutdown marker, offset checkpoints
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass
+class _PartitionFacts:
+    first_segment_offset: int | None = None
+    log_end_offset: int | None = None
+    """Where Kafka would resume appending: after the last intact batch."""
+
+
+def _check_log_dir_files(log_dir: LogDir) -> Iterator[Finding]:
+    for path, reason in log_dir.unknown:
+        yield Finding(INFO, "unknown-file", str(path), None, f"ignored: {reason}")
+    meta = log_dir.files.get("meta.properties")
+    if meta is None:
+        yield Finding(WARNING, "meta-properties-missing", str(log_dir.path / "meta.properties"), None,
+                      "no meta.properties: a broker formats this directory anew (KRaft refuses to start)")
+    else:
+        yield from _check_meta_properties(meta)
+    if ".kafka_cleanshutdown" not in log_dir.files:
+        yield Finding(INFO, "unclean-shutdown", str(log_dir.path), None,
+                      "no .kafka_cleanshutdown marker: Kafka recovers every segment after the recovery point on load")
+
+
+def _check_meta_properties(path: Path) -> Iterator[Finding]:
+    try:
+        props = properties.read_meta_properties(path)
+    except KafkaLogError as exc:
+        yield _from_error(exc, "meta-properties-corrupt", str(path))
+        return
+    required = {"0": ("broker.id",), "1": ("node.id", "cluster.id")}.get(props["version"])
+    if required is None:
+        yield Finding(ERROR, "meta-properties-corrupt", str(path), None,
+                      f"unknown meta.properties version {props['version']}", {"expected": "0 or 1"})
+        return
+    for key in required:
+        if key not in props:
+            yield Finding(ERROR, "meta-properties-corrupt", str(path), None,
+                          f"meta.properties version {props['version']} has no {key}")
+
+
+def _check_offset_checkpoints(log_dir: LogDir, facts: dict[tuple[str, int], _PartitionFacts]) -> Iterator[Finding]:
+    """Recovery point, high watermark, log start and cleaner offsets against the logs."""
+    rules = {
+        "recovery-point-offset-checkpoint": (ERROR, "recovery-point-beyond-log-end",
+                                             "the recovery point is past the log end: flushed data is missing"),
+        "replication-offset-checkpoint": (ERROR, "high-watermark-beyond-log-end",
+                                          "the high watermark is past the log end: committed data is missing"),
+        "log-start-offset-checkpoint": (ERROR, "log-start-beyond-log-end",
+                                        "the log start offset is past the log end: Kafka deletes every segment"),
+        "cleaner-offset-checkpoint": (WARNING, "cleaner-offset-beyond-log-end",
+                                      "the cleaner checkpoint is past the log end"),
+    }
+    for name, (severity, code, meaning) in rules.items():
+        path = log_dir.files.get(name)
+        if path is None:
+            continue
+        try:
+            offsets = checkpoint.read_offsets(path)
+        except KafkaLogError as exc:
+            yield _from_error(exc, "checkpoint-corrupt", str(path))
+            continue
+        for (topic, partition), offset in offsets.items():
+            known = facts.get((topic, partition))
+            where = {"topic": topic, "partition": partition, "offset": offset}
+            if known is None:
+                yield Finding(WARNING, "checkpoint-unknown-partition", str(path), None,
+                              f"{topic}-{partition} has an entry ({offset}) but no partition directory", where)
+            elif known.log_end_offset is not None and offset > known.log_end_offset:
+                yield Finding(severity, code, str(path), None,
+                              f"{topic}-{partition}: {offset} > log end offset {known.log_end_offset}: {meaning}",
+                              {**where, "log_end_offset": known.log_end_offset})
+            elif (name == "log-start-offset-checkpoint" and known.first_segment_offset is not None
+                  and offset < known.first_segment_offset):
+                yield Finding(WARNING, "log-start-below-first-segment", str(path), None,
+                              f"{topic}-{partition}: log start offset {offset} is below the first segment "
+                              f"({known.first_segment_offset}); Kafka raises it to the segment's base offset",
+                              {**where, "first_segment_offset": known.first_segment_offset})
+
+
+# ---------------------------------------------------------------------------------------------
+# A partition: its segments in order, producer state, leader epochs, snapshots
+# ---------------------------------------------------------------------------------------------
+
+
+class _PartitionCheck:
+    def __init__(self, partition: PartitionDir, named: list[Segment] | None, deep: bool, summary: Summary,
+                 on_progress: ProgressCallback | None):
+        self.partition = partition
+        self.whole = named is None
+        self.segments = [s for s in (partition.segments if named is None else named) if s.log is not None]
+        self.deep = deep
+        self.summary = summary
+        self.on_progress = on_progress
+        self.facts = _PartitionFacts()
+        self.last_offset: int | None = None
+        """Last offset of the last intact batch so far (offsets must keep increasing)."""
+        self.epochs: list[tuple[int, int]] = []
+        """(leader epoch, first offset) as the batches assign them, like the leader epoch cache."""
+        self.exact_state = True
+        self.state = ProducerState()
+        self.pending_snapshots: list[tuple[int, Path]] = []
+        self.sink: list[Finding] = []
+
+    def run(self) -> Iterator[Finding]:
+        self.summary.partitions += 1
+        yield from self._check_partition_files()
+        if not self.segments:
+            return
+        yield from self._start_producer_state()
+        last_base = self.partition.segments[-1].base_offset
+        previous: _SegmentResult | None = None
+        for segment in self.segments:
+            result = _SegmentResult(segment)
+            yield from self._check_segment(segment, result, is_active=segment.base_offset == last_base)
+            if previous is not None and result.first_offset is not None and previous.last_offset is not None \
+                    and result.first_offset <= previous.last_offset:
+                yield Finding(ERROR, "segment-overlap", str(segment.log), 0,
+                              f"the segment starts at offset {result.first_offset}, not after the previous "
+                              f"segment's last offset {previous.last_offset}",
+                              {"previous_last_offset": previous.last_offset})
+            previous = result
+        last = self.segments[-1]
+        self.facts.first_segment_offset = self.partition.segments[0].base_offset
+        self.facts.log_end_offset = max(last.base_offset, (self.last_offset + 1) if self.last_offset is not None else 0)
+        if self.whole:
+            yield from self._finish_snapshots()
+            yield from self._check_leader_epoch_checkpoint()
+
+    # -- partition files ---------------------------------------------------------------------
+
+    def _check_partition_files(self) -> Iterator[Finding]:
+        for path in self.partition.leftovers:
+            yield Finding(WARNING, "leftover-file", str(path), None,
+                          "left by an interrupted operation; Kafka completes or deletes it on load")
+        for path, reason in self.partition.unknown:
+            yield Finding(INFO, "unknown-file", str(path), None, f"ignored: {reason}")
+        for segment in self.partition.segments:
+            if segment.log is None:
+                for orphan in (segment.index, segment.timeindex, segment.txnindex):
+                    if orphan is not None:
+                        yield Finding(WARNING, "orphan-index", str(orphan), None,
+                                      "an index without its .log: Kafka deletes it on load")
+
+    def _start_producer_state(self) -> Iterator[Finding]:
+        first = self.segments[0].base_offset
+        try:
+            start = starting_producer_state(self.partition, first, self.on_progress)
+        except KafkaLogError as exc:
+            yield _from_error(exc, "io-error" if isinstance(exc, InputError) else "producer-state-unavailable",
+                              str(self.partition.path))
+            self.exact_state = False
+            return
+        self.state, self.exact_state = start.state, start.exact
+        self.state.on_anomaly = self._producer_anomaly
+        if self.whole:
+            for path in self.partition.snapshots:
+                yield from self._read_snapshot_for_later(path)
+
+    def _producer_anomaly(self, kind: str, message: str, batch: Batch) -> None:
+        self.sink.append(Finding(WARNING, kind, batch.path, batch.position, message,
+                                 {"producer_id": batch.producer_id}))
+
+    # -- snapshots -----------------------------------------------------------------------------
+
+    def _read_snapshot_for_later(self, path: Path) -> Iterator[Finding]:
+        try:
+            snapshot = producer_snapshot.read(path)
+        except KafkaLogError as exc:
+            yield _from_error(exc, "snapshot-corrupt", str(path))
+            return
+        if snapshot.offset is not None:
+            self.pending_snapshots.append((snapshot.offset, snapshot))
+            self.pending_snapshots.sort(key=lambda item: item[0])
+
+    def _compare_snapshots_before(self, offset: int) -> None:
+        """Compare the snapshots taken at or before `offset` with the replayed state."""
+        while self.pending_snapshots and self.pending_snapshots[0][0] <= offset:
+            _, snapshot = self.pending_snapshots.pop(0)
+            if self.exact_state:
+                self.sink.extend(_compare_snapshot(snapshot, self.state))
+
+    def _finish_snapshots(self) -> Iterator[Finding]:
+        end = self.facts.log_end_offset
+        self.sink = []
+        self._compare_snapshots_before(end)
+        yield from self.sink
+        for offset, snapshot in self.pending_snapshots:
+            yield Finding(WARNING, "snapshot-beyond-log-end", snapshot.path, None,
+                          f"snapshot at offset {offset} is past the log end offset {end}: Kafka deletes it on load",
+                          {"log_end_offset": end})
+
+    # -- leader epochs -------------------------------------------------------------------------
+
+    def _check_leader_epoch_checkpoint(self) -> Iterator[Finding]:
+        path = self.partition.files.get(checkpoint.LEADER_EPOCH_CHECKPOINT)
+        if path is None:
+            if self.epochs:
+                yield Finding(WARNING, "leader-epoch-checkpoint-missing", str(self.partition.path), None,
+                              "no leader-epoch-checkpoint although batches carry leader epochs; Kafka rebuilds it")
+            return
+        try:
+            entries = checkpoint.read_leader_epochs(path)
+        except KafkaLogError as exc:
+            yield _from_error(exc, "checkpoint-corrupt", str(path))
+            return
+        file = str(path)
+        for (epoch_a, start_a), (epoch_b, start_b) in zip(entries, entries[1:]):
+            if epoch_b <= epoch_a or start_b < start_a:
+                yield Finding(ERROR, "leader-epoch-checkpoint-order", file, None,
+                              f"entry ({epoch_b}, {start_b}) does not follow ({epoch_a}, {start_a}): epochs must "
+                              f"increase and start offsets must not decrease")
+        recorded = dict(entries)
+        for number, (epoch, start) in enumerate(self.epochs):
+            if epoch not in recorded:
+                yield Finding(ERROR, "leader-epoch-not-in-checkpoint", file, None,
+                              f"batches of leader epoch {epoch} start at offset {start}, but the checkpoint has "
+                              f"no entry for epoch {epoch}", {"epoch": epoch, "log_start_offset": start})
+            elif recorded[epoch] != start and not (number == 0 and recorded[epoch] <= start):
+                yield Finding(ERROR, "leader-epoch-start-mismatch", file, None,
+                              f"leader epoch {epoch} starts at offset {start} in the log but at "
+                              f"{recorded[epoch]} in the checkpoint",
+                              {"epoch": epoch, "log_start_offset": start, "checkpoint_start_offset": recorded[epoch]})
+        in_log = {epoch for epoch, _ in self.epochs}
+        end = self.facts.log_end_offset
+        for epoch, start in entries:
+            if epoch in in_log:
+                continue
+            if start > end:
+                yield Finding(WARNING, "leader-epoch-beyond-log-end", file, None,
+                              f"leader epoch {epoch} starts at {start}, past the log end offset {end}: the data "
+                              f"it saw is gone (Kafka truncates the entry on load)", {"epoch": epoch})
+            elif start < end:
+                yield Finding(WARNING, "leader-epoch-without-batches", file, None,
+                              f"leader epoch {epoch} (from offset {start}) has no batch in the log "
+                              f"(compacted away, or never written)", {"epoch": epoch})
+
+    # -- one segment ---------------------------------------------------------------------------
+
+    def _check_segment(self, segment: Segment, result: "_SegmentResult", is_active: bool) -> Iterator[Finding]:
+        try:
+            log = SegmentFile(segment.log)
+        except InputError as exc:
+            yield _from_error(exc, "io-error", str(segment.log))
+            return
+        with log:
+            self.summary.segments += 1
+            self.summary.log_bytes += log.file_size
+            self.sink = []
+            scan = _LogScan(self, log, result)
+            scan.run()
+            yield from sorted(self.sink, key=lambda f: -1 if f.position is None else f.position)
+            table = scan.table
+            yield from _check_offset_index(segment, log, table, is_active)
+            yield from _check_time_index(segment, log, table, is_active)
+            yield from _check_txn_index(segment, result, self.exact_state)
+
+
+@dataclass
+class _SegmentResult:
+    segment: Segment
+    first_offset: int | None = None
+    last_offset: int | None = None
+    aborted: list[AbortedTxn] = field(default_factory=list)
+    """Aborted transactions that the producer state says this segment's ABORT markers end."""
+    abort_markers: set[tuple[int, int]] = field(default_factory=set)
+    """(producer id, offset) of every ABORT marker in the segment."""
+
+
+# ---------------------------------------------------------------------------------------------
+# The .log: every batch, damage and resynchronisation
+# ---------------------------------------------------------------------------------------------
+
+
+class _BatchTable:
+    """The intact batches of a segment, column by column (compact for millions of batches)."""
+
+    def __init__(self):
+        self.positions = array("q")
+        self.sizes = array("q")
+        self.base_offsets = array("q")
+        self.last_offsets = array("q")
+        self.prefix_max_timestamps = array("q")
+        """Largest batch max timestamp up to and including each batch."""
+
+    def add(self, batch: Batch, base_offset: int) -> None:
+        self.positions.append(batch.position)
+        self.sizes.append(batch.size)
+        self.base_offsets.append(base_offset)
+        self.last_offsets.append(batch.last_offset)
+        before = self.prefix_max_timestamps[-1] if self.prefix_max_timestamps else -1
+        self.prefix_max_timestamps.append(max(before, batch.max_timestamp))
+
+    def __len__(self) -> int:
+        return len(self.positions)
+
+    def at_position(self, position: int) -> int | None:
+        index = bisect.bisect_left(self.positions, position)
+        return index if index < len(self.positions) and self.positions[index] == position else None
+
+    def holding(self, offset: int) -> int | None:
+        """Index of the batch whose offsets include `offset`, if any."""
+        index = bisect.bisect_left(self.last_offsets, offset)
+        return index if index < len(self.last_offsets) and self.base_offsets[index] <= offset else None
+
+    def last_at_or_before(self, offset: int) -> int:
+        """Index of the last batch whose last offset is <= `offset` (-1 if none)."""
+        return bisect.bisect_right(self.last_offsets, offset) - 1
+
+    @property
+    def max_timestamp(self) -> int:
+        return self.prefix_max_timestamps[-1] if self.prefix_max_timestamps else -1
+
+
+@dataclass
+class _Damage:
+    start: int
+    end: int
+    code: str
+    what: str
+    resync: int | None
+    intact_bytes: int = 0
+    intact_batches: int = 0
+    offsets: list[int] = field(default_factory=list)
+
+
+class _LogScan:
+    """Walk a segment as Kafka's reader does, check every batch, and step over damage."""
+
+    def __init__(self, check: _PartitionCheck, log: SegmentFile, result: _SegmentResult):
+        self.check = check
+        self.log = log
+        self.result = result
+        self.table = _BatchTable()
+        self.damage: list[_Damage] = []
+        self.reported = 0
+
+    def run(self) -> None:
+        position: int | None = 0
+        while position is not None:
+            position = self._walk_from(position)
+        for damage in self.damage:
+            self.check.sink.append(_damage_finding(self.log.path, damage))
+            self.check.summary.damaged_bytes += damage.end - damage.start
+        if self.table and self.table.base_offsets[0] > self.result.segment.base_offset:
+            self.check.sink.append(Finding(
+                INFO, "segment-offset-gap", self.log.path, 0,
+                f"the first batch starts at offset {self.table.base_offsets[0]}, after the base offset "
+                f"{self.result.segment.base_offset} in the file name (compaction or DeleteRecords)"))
+        if self.check.on_progress is not None:
+            self.check.on_progress(self.log.file_size - self.reported)
+
+    def _walk_from(self, position: int) -> int | None:
+        """Read batches from `position`; return where to continue after damage, or None at the end."""
+        log = self.log
+        for entry in log.entries(position):
+            if isinstance(entry, BadEntry) or not entry.crc_valid:
+                return self._entry_damage(entry)
+            self._accept(entry)
+        if log.stop is Stop.END:
+            return None
+        start = log.stop_position
+        if log.stop is Stop.SHORT_TAIL:
+            self._add_damage(start, log.end, "short-tail",
+                             f"{log.end - start} trailing bytes, too few for a batch header (17)", None)
+            return None
+        resync = self._resync(start + 1)
+        declared = LOG_OVERHEAD + int.from_bytes(log.buffer[start + 8 : start + 12], "big", signed=True)
+        if log.stop is Stop.CORRUPT_SIZE:
+            what = f"the entry at {start} declares a size of {declared - LOG_OVERHEAD} bytes, below the minimum 14 " \
+                   f"(Kafka's reader throws CorruptRecordException)"
+            code = "corrupt-size"
+        elif resync is None:
+            what = f"the batch at {start} declares {declared} bytes but only {log.end - start} remain: a truncated write"
+            code = "truncated-batch"
+        else:
+            what = f"the batch at {start} declares {declared} bytes, running past the end of the file: " \
+                   f"its length field is corrupt"
+            code = "corrupt-length"
+        self._add_damage(start, resync if resync is not None else log.end, code, what, resync)
+        return resync
+
+    def _entry_damage(self, entry: Batch | BadEntry) -> int | None:
+        """A batch of plausible size that is unreadable or fails its CRC. Its length is trusted only
+        when a valid batch (or the end of the file) follows it."""
+        if isinstance(entry, BadEntry):
+            code, what = "corrupt-batch", f"unreadable batch at {entry.position}: {entry.error.message}"
+        else:
+            code, what = "crc-mismatch", (f"batch at {entry.position} (offsets up to {entry.last_offset}) fails its "
+                                          f"CRC{'-32C' if entry.magic >= 2 else '-32'}: stored {entry.crc}")
+        if entry.end == self.log.end or self._plausible_batch_at(entry.end):
+            self._add_damage(entry.position, entry.end, code, what, entry.end if entry.end < self.log.end else None)
+            return entry.end if entry.end < self.log.end else None
+        resync = self._resync(entry.position + 1)
+        self._add_damage(entry.position, resync if resync is not None else self.log.end, code,
+                         what + "; its length cannot be trusted either", resync)
+        return resync
+
+    def _add_damage(self, start: int, end: int, code: str, what: str, resync: int | None) -> None:
+        if _all_zero(self.log.buffer, start, end):
+            code, what = "zero-filled", f"{end - start} zero bytes from {start} (" + what + ")"
+        self.damage.append(_Damage(start, end, code, what, resync))
+
+    def _accept(self, batch: Batch) -> None:
+        check, result, sink = self.check, self.result, self.check.sink
+        base = _base_offset(batch, sink)
+        segment_base = result.segment.base_offset
+        if check.last_offset is not None and base <= check.last_offset:
+            sink.append(Finding(ERROR, "offset-not-increasing", batch.path, batch.position,
+                                f"batch offsets {base}..{batch.last_offset} do not follow the previous last offset "
+                                f"{check.last_offset}", {"previous_last_offset": check.last_offset}))
+        if base < segment_base:
+            sink.append(Finding(ERROR, "offset-below-segment-base", batch.path, batch.position,
+                                f"batch offset {base} is below the segment's base offset {segment_base}"))
+        if not 0 <= batch.last_offset - segment_base <= INT32_MAX:
+            sink.append(Finding(ERROR, "offset-overflow", batch.path, batch.position,
+                                f"last offset {batch.last_offset} is not within 2^31-1 of the base offset "
+                                f"{segment_base} (LogSegmentOffsetOverflowException)"))
+        self._check_leader_epoch(batch, base)
+        if check.deep:
+            sink.extend(_record_findings(batch, base, check.summary))
+        self._apply_producer_state(batch)
+        self.table.add(batch, base)
+        if result.first_offset is None:
+            result.first_offset = base
+        result.last_offset = batch.last_offset
+        check.last_offset = batch.last_offset if check.last_offset is None else max(check.last_offset,
+                                                                                     batch.last_offset)
+        check.summary.batches += 1
+        check.summary.intact_bytes += batch.size
+        if self.damage:
+            latest = self.damage[-1]
+            latest.intact_bytes += batch.size
+            latest.intact_batches += 1
+            latest.offsets = [latest.offsets[0] if latest.offsets else base, batch.last_offset]
+        self._progress(batch.end)
+
+    def _check_leader_epoch(self, batch: Batch, base: int) -> None:
+        epochs = self.check.epochs
+        epoch = batch.partition_leader_epoch
+        if batch.magic < 2 or epoch < 0:
+            return
+        if epochs and epoch < epochs[-1][0]:
+            self.check.sink.append(Finding(
+                ERROR, "leader-epoch-decreased", batch.path, batch.position,
+                f"leader epoch {epoch} at offset {base} is lower than epoch {epochs[-1][0]} which started at "
+                f"offset {epochs[-1][1]}", {"epoch": epoch, "previous_epoch": epochs[-1][0]}))
+        elif not epochs or epoch > epochs[-1][0]:
+            epochs.append((epoch, base))
+
+    def _apply_producer_state(self, batch: Batch) -> None:
+        check = self.check
+        if check.whole:
+            check._compare_snapshots_before(batch.base_offset if batch.magic >= 2 else batch.last_offset)
+        try:
+            aborted = check.state.apply(batch)
+        except ProducerStateError as exc:
+            check.sink.append(_from_error(exc, "transaction-state-invalid", batch.path))
+            return
+        except CorruptDataError as exc:
+            if not check.deep:  # a deep check has reported the unreadable marker already
+                check.sink.append(_from_error(exc, "record-corrupt", batch.path))
+            return
+        if aborted is not None:
+            self.result.aborted.append(aborted)
+        if batch.is_control and batch.producer_id >= 0:
+            records = batch.records()
+            if records and records[0].control is not None and records[0].control.name == "ABORT":
+                self.result.abort_markers.add((batch.producer_id, batch.base_offset))
+
+    def _progress(self, position: int) -> None:
+        if self.check.on_progress is not None and position - self.reported >= PROGRESS_STEP:
+            self.check.on_progress(position - self.reported)
+            self.reported = position
+
+    # -- resynchronisation -----------------------------------------------------------------------
+
+    def _plausible_batch_at(self, position: int) -> bool:
+        """A header whose offset can follow what was read so far, a size that fits, and a valid CRC."""
+        buf, end = self.log.buffer, self.log.end
+        if position > end - 17:
+            return False
+        offset, size = _OFFSET_AND_SIZE.unpack_from(buf, position)
+        if size < 14 or position + LOG_OVERHEAD + size > end:
+            return False
+        floor = self.result.segment.base_offset if self.check.last_offset is None else self.check.last_offset + 1
+        if not floor <= offset <= self.result.segment.base_offset + INT32_MAX:
+            return False
+        magic = buf[position + 16]
+        batch_end = position + LOG_OVERHEAD + size
+        if magic == 2:
+            return size + LOG_OVERHEAD >= 61 and crc32c(memoryview(buf)[position + 21 : batch_end]) == \
+                int.from_bytes(buf[position + 17 : position + 21], "big")
+        if magic in (0, 1):
+            return zlib.crc32(memoryview(buf)[position + 16 : batch_end]) == \
+                int.from_bytes(buf[position + 12 : position + 16], "big")
+        return False
+
+    def _resync(self, start: int) -> int | None:
+        """The first position from `start` where a plausible batch begins, or None."""
+        buf, last = self.log.buffer, self.log.end - 17
+        position = start
+        while position < last:
+            if buf[position + 8 : position + 12] == b"\x00\x00\x00\x00":
+                # inside zeros: a header's size field needs a non-zero byte, so jump near the next one
+                found = _NON_ZERO.search(buf, position + 8)
+                if found is None:
+                    return None
+                position = max(position + 1, found.start() - 11)
+                continue
+            if self._plausible_batch_at(position):
+                return position
+            position += 1
+        return None
+
+
+def _damage_finding(path: str, damage: _Damage) -> Finding:
+    length = damage.end - damage.start
+    if damage.resync is None:
+        after = "no valid batch follows: nothing after it can be read"
+    else:
+        offsets = f", offsets {damage.offsets[0]}..{damage.offsets[1]}" if damage.offsets else ""
+        after = (f"resynchronised at {damage.resync}: {damage.intact_bytes} intact bytes "
+                 f"({damage.intact_batches} batches{offsets}) follow")
+    return Finding(ERROR, damage.code, path, damage.start,
+                   f"bytes {damage.start}..{damage.end} ({length}) are damaged: {damage.what}; {after}",
+                   {"end": damage.end, "length": length, "resync_position": damage.resync,
+                    "intact_bytes_after": damage.intact_bytes, "intact_batches_after": damage.intact_batches,
+                    "intact_offsets_after": damage.offsets or None})
+
+
+def _base_offset(batch: Batch, sink: list[Finding]) -> int:
+    try:
+        return batch.base_offset  # a legacy wrapper decompresses to find its first inner offset
+    except CorruptDataError as exc:
+        sink.append(_from_error(exc, "record-corrupt", batch.path))
+        return batch.last_offset
+
+
+def _record_findings(batch: Batch, base: int, summary: Summary) -> list[Finding]:
+    """Decode every record and check what Kafka's readers rely on: offsets inside the batch and
+    increasing, legacy inner CRCs and wrapper offsets, the batch max timestamp."""
+    try:
+        records = batch.records()
+    except CorruptDataError as exc:
+        return [_from_error(exc, "record-corrupt", batch.path)]
+    summary.records += len(records)
+    findings = []
+    previous = None
+    for record in records:
+        if not base <= record.offset <= batch.last_offset or (previous is not None and record.offset <= previous):
+            findings.append(Finding(ERROR, "record-offset-invalid", batch.path, batch.position,
+                                    f"record offset {record.offset} is outside {base}..{batch.last_offset} or does "
+                                    f"not follow the previous record's {previous}", {"offset": record.offset}))
+            break
+        previous = record.offset
+        if record.legacy_crc_valid is False and record.position is None:
+            findings.append(Finding(ERROR, "inner-crc-mismatch", batch.path, batch.position,
+                                    f"inner message {record.offset} of the compressed wrapper fails its CRC-32",
+                                    {"offset": record.offset}))
+    if batch.magic == 0 and batch.compression_id and records and records[-1].offset != batch.last_offset:
+        findings.append(Finding(ERROR, "wrapper-offset-mismatch", batch.path, batch.position,
+                                f"wrapper offset {batch.last_offset} is not its last inner offset "
+                                f"{records[-1].offset}"))
+    if batch.timestamp_type == "CreateTime" and records:
+        largest = max(record.timestamp for record in records)
+        if largest != batch.max_timestamp:
+            findings.append(Finding(WARNING, "max-timestamp-mismatch", batch.path, batch.position,
+                                    f"the batch's max timestamp {batch.max_timestamp} is not its largest record "
+                                    f"timestamp {largest} (time index and timestamp lookups use the former)",
+                                    {"max_timestamp": batch.max_timestamp, "largest_record_timestamp": largest}))
+    return findings
+
+
+# ---------------------------------------------------------------------------------------------
+# Indexes, by meaning (FORMAT.md 4.3)
+# ---------------------------------------------------------------------------------------------
+
+
+def _index_path(segment: Segment, suffix: str) -> str:
+    return str(Path(segment.log).with_suffix(suffix))
+
+
+def _open_index(kind: type, path: Path, base: int) -> tuple[IndexFile | None, list[Finding]]:
+    try:
+        return kind(path, base), []
+    except KafkaLogError as exc:
+        return None, [_from_error(exc, "io-error", str(path))]
+
+
+def _index_prefix(index: IndexFile, is_active: bool, file: str, what: str) -> tuple[int, list[Finding]]:
+    """How many entries are real, and what to say about a zero-filled tail after them."""
+    findings = []
+    if index.trailing_bytes:
+        findings.append(Finding(ERROR, f"{what}-size", file, index.entry_count * index.ENTRY.size,
+                                f"{len(index.data)} bytes is not a multiple of the {index.ENTRY.size}-byte entry",
+                                {"size": len(index.data)}))
+    whole = len(index.data) - index.trailing_bytes
+    if whole and not index.data[:whole].strip(b"\x00"):
+        tail = (0, whole)  # nothing but preallocation
+    else:
+        tail = index.zero_tail()
+    if tail is None:
+        return index.entry_count, findings
+    slot, length = tail
+    position = slot * index.ENTRY.size
+    if is_active:
+        findings.append(Finding(INFO, f"{what}-preallocated", file, position,
+                                f"{length} zero bytes after {slot} entries: the active segment's preallocated "
+                                f"index (Kafka trims it when the segment is closed)", {"entries": slot}))
+    else:
+        findings.append(Finding(ERROR, f"{what}-zero-tail", file, position,
+                                f"{length} zero bytes after {slot} entries on a segment that is not the active "
+                                f"one: Kafka counts them as entries and binary-searches them", {"entries": slot}))
+    return slot, findings
+
+
+def _check_offset_index(segment: Segment, log: SegmentFile, table: _BatchTable, is_active: bool) -> Iterator[Finding]:
+    if segment.index is None:
+        yield Finding(WARNING, "index-missing", _index_path(segment, ".index"), None,
+                      "no offset index: Kafka rebuilds it (recovery) or creates it empty")
+        return
+    index, problems = _open_index(OffsetIndex, segment.index, segment.base_offset)
+    yield from problems
+    if index is None:
+        return
+    file = str(segment.index)
+    count, findings = _index_prefix(index, is_active, file, "index")
+    yield from findings
+    last_offset = table.last_offsets[-1] if table else None
+    valid_end = table.positions[-1] + table.sizes[-1] if table else 0
+    previous = None
+    for slot in range(count):
+        entry = index.entry(slot)
+        at = slot * index.ENTRY.size
+        where = {"slot": slot, "offset": entry.offset, "log_position": entry.position}
+        if previous is not None and (entry.offset <= previous.offset or entry.position <= previous.position):
+            yield Finding(ERROR, "index-entry-order", file, at,
+                          f"entry {slot} (offset {entry.offset}, position {entry.position}) does not follow entry "
+                          f"{slot - 1} (offset {previous.offset}, position {previous.position})", where)
+        previous = entry
+        if entry.offset < segment.base_offset:
+            yield Finding(ERROR, "index-offset-below-base", file, at,
+                          f"entry {slot} has offset {entry.offset}, below the base offset {segment.base_offset}", where)
+            continue
+        batch = table.at_position(entry.position)
+        if batch is None:
+            beyond = entry.position >= valid_end
+            yield Finding(ERROR, "index-position-beyond-log" if beyond else "index-position-not-batch-start",
+                          file, at, f"entry {slot} points at byte {entry.position} of {log.path}, "
+                          + ("past its last intact batch" if beyond else "which is not where a batch starts"), where)
+            continue
+        if last_offset is not None and entry.offset > last_offset:
+            yield Finding(ERROR, "index-offset-beyond-log", file, at,
+                          f"entry {slot} names offset {entry.offset}, past the segment's last offset {last_offset}",
+                          where)
+            continue
+        if batch > 0 and table.last_offsets[batch - 1] >= entry.offset:
+            yield Finding(ERROR, "index-entry-skips-offset", file, at,
+                          f"entry {slot} sends a lookup of offset {entry.offset} to byte {entry.position}, after the "
+                          f"batch at {table.positions[batch - 1]} that holds offsets up to "
+                          f"{table.last_offsets[batch - 1]}", where)
+            continue
+        if table.holding(entry.offset) is None:
+            yield Finding(WARNING, "index-offset-not-in-log", file, at,
+                          f"entry {slot} names offset {entry.offset}, which no batch holds", where)
+
+
+def _check_time_index(segment: Segment, log: SegmentFile, table: _BatchTable, is_active: bool) -> Iterator[Finding]:
+    if segment.timeindex is None:
+        yield Finding(WARNING, "timeindex-missing", _index_path(segment, ".timeindex"), None,
+                      "no time index: Kafka creates it empty, so timestamp lookups fall back to the file's mtime "
+                      "until the segment is recovered")
+        return
+    index, problems = _open_index(TimeIndex, segment.timeindex, segment.base_offset)
+    yield from problems
+    if index is None:
+        return
+    file = str(segment.timeindex)
+    count, findings = _index_prefix(index, is_active, file, "timeindex")
+    yield from findings
+    last_offset = table.last_offsets[-1] if table else None
+    previous = None
+    for slot in range(count):
+        entry = index.entry(slot)
+        at = slot * index.ENTRY.size
+        where = {"slot": slot, "timestamp": entry.timestamp, "offset": entry.offset}
+        if previous is not None and (entry.timestamp <= previous.timestamp or entry.offset < previous.offset):
+            yield Finding(ERROR, "timeindex-entry-order", file, at,
+                          f"entry {slot} ({entry.timestamp}, offset {entry.offset}) does not follow "
+                          f"({previous.timestamp}, offset {previous.offset}): timestamps must increase and "
+                          f"offsets must not decrease", where)
+        previous = entry
+        if entry.offset < segment.base_offset or last_offset is None or entry.offset > last_offset:
+            yield Finding(ERROR, "timeindex-offset-outside-segment", file, at,
+                          f"entry {slot} names offset {entry.offset}, outside the segment's offsets "
+                          f"{segment.base_offset}..{last_offset}", where)
+            continue
+        largest = _largest_timestamp_up_to(log, table, entry.offset)
+        if largest is not None and entry.timestamp > largest:
+            yield Finding(ERROR, "timeindex-timestamp-not-in-log", file, at,
+                          f"entry {slot} claims timestamp {entry.timestamp} by offset {entry.offset}, but the "
+                          f"largest timestamp up to that offset is {largest}", {**where, "largest": largest})
+    segment_max = table.max_timestamp
+    if segment_max < 0:
+        return
+    last = index.entry(count - 1) if count else None
+    if last is None or last.timestamp != segment_max:
+        found = "no entry" if last is None else f"({last.timestamp}, offset {last.offset})"
+        text = f"the last entry is {found}, not the segment's max timestamp {segment_max}"
+        if is_active:
+            yield Finding(INFO, "timeindex-no-final-entry", file, None,
+                          text + ": the active segment gets it when closed", {"max_timestamp": segment_max})
+        else:
+            yield Finding(ERROR, "timeindex-final-entry-wrong", file, None,
+                          text + ": timestamp lookups use the last entry to choose a segment",
+                          {"max_timestamp": segment_max})
+
+
+def _largest_timestamp_up_to(log: SegmentFile, table: _BatchTable, offset: int) -> int | None:
+    """The largest timestamp among records with offsets <= `offset` (batch maxima, and the records
+    of the batch that holds `offset` when it ends later)."""
+    whole = table.last_at_or_before(offset)
+    largest = table.prefix_max_timestamps[whole] if whole >= 0 else -1
+    holder = whole + 1
+    if holder < len(table) and table.base_offsets[holder] <= offset:
+        batch = next(log.entries(table.positions[holder]), None)
+        if not isinstance(batch, Batch):
+            return None
+        try:
+            largest = max([largest] + [r.timestamp for r in batch.records() if r.offset <= offset])
+        except CorruptDataError:
+            return None  # reported with the batch already
+    return largest
+
+
+def _check_txn_index(segment: Segment, result: _SegmentResult, exact_state: bool) -> Iterator[Finding]:
+    expected = result.aborted
+    if segment.txnindex is None:
+        if expected:
+            yield Finding(ERROR, "txnindex-missing", _index_path(segment, ".txnindex"), None,
+                          f"no transaction index, but {len(expected)} aborted transaction(s) end in this segment: "
+                          f"read_committed consumers would see their records",
+                          {"aborted": [_txn_json(t) for t in expected]})
+        return
+    file = str(segment.txnindex)
+    try:
+        index = TransactionIndex(segment.txnindex)
+        entries = index.entries()
+    except KafkaLogError as exc:
+        yield _from_error(exc, "txnindex-corrupt", file)
+        return
+    if index.trailing_bytes:
+        yield Finding(WARNING, "txnindex-partial-entry", file, index.entry_count * 34,
+                      f"{index.trailing_bytes} trailing bytes after the last whole 34-byte entry (Kafka ignores them)")
+    previous = None
+    for entry in entries:
+        if entry.last_offset < segment.base_offset:
+            yield Finding(ERROR, "txnindex-offset-below-base", file, entry.position,
+                          f"aborted transaction ending at {entry.last_offset} is below the base offset "
+                          f"{segment.base_offset}: the broker refuses to load the segment (sanity check)")
+        if previous is not None and entry.last_offset <= previous:
+            yield Finding(ERROR, "txnindex-entry-order", file, entry.position,
+                          f"entry ending at {entry.last_offset} does not follow the previous one ending at {previous}")
+        previous = entry.last_offset
+    actual = {(e.producer_id, e.last_offset): e for e in entries}
+    wanted = {(e.producer_id, e.last_offset): e for e in expected}
+    for key, entry in actual.items():
+        known = wanted.get(key)
+        if known is None and (exact_state or key not in result.abort_markers):
+            yield Finding(ERROR, "txnindex-unknown-abort", file, entry.position,
+                          f"entry for producer {entry.producer_id} ending at {entry.last_offset} matches no ABORT "
+                          f"marker that ends a transaction in this segment", {"entry": _txn_json(entry)})
+        elif known is not None and exact_state and (known.first_offset, known.last_stable_offset) != (
+                entry.first_offset, entry.last_stable_offset):
+            yield Finding(ERROR, "txnindex-entry-mismatch", file, entry.position,
+                          f"entry for producer {entry.producer_id} ending at {entry.last_offset} says first offset "
+                          f"{entry.first_offset}, LSO {entry.last_stable_offset}; the log says "
+                          f"{known.first_offset}, LSO {known.last_stable_offset}",
+                          {"entry": _txn_json(entry), "expected": _txn_json(known)})
+    for key, entry in wanted.items():
+        if key not in actual:
+            yield Finding(ERROR, "txnindex-missing-abort", file, None,
+                          f"the ABORT marker of producer {entry.producer_id} at offset {entry.last_offset} ends a "
+                          f"transaction from offset {entry.first_offset}, but the index has no entry for it",
+                          {"expected": _txn_json(entry)})
+
+
+def _txn_json(txn: AbortedTxn) -> dict:
+    return {"producer_id": txn.producer_id, "first_offset": txn.first_offset, "last_offset": txn.last_offset,
+            "last_stable_offset": txn.last_stable_offset}
+
+
+def _compare_snapshot(snapshot: producer_snapshot.ProducerSnapshot, state: ProducerState) -> list[Finding]:
+    """A snapshot against the state replayed up to its offset (producers expired from the
+    snapshot are not differences)."""
+    replayed = state.snapshot_entries()
+    findings = []
+    for entry in snapshot.entries:
+        ours = replayed.get(entry.producer_id)
+        if ours != entry:
+            findings.append(Finding(WARNING, "snapshot-disagrees", snapshot.path, None,
+                                    f"producer {entry.producer_id}: the snapshot says {_snapshot_text(entry)}, "
+                                    f"the log says {_snapshot_text(ours)}", {"producer_id": entry.producer_id}))
+    return findings
+
+
+def _snapshot_text(entry: producer_snapshot.ProducerEntry | None) -> str:
+    if entry is None:
+        return "nothing (no batch of this producer)"
+    return (f"epoch {entry.epoch}, last sequence {entry.last_sequence}, last offset {entry.last_offset}, "
+            f"coordinator epoch {entry.coordinator_epoch}, open transaction from {entry.current_txn_first_offset}")
+
+
+# ---------------------------------------------------------------------------------------------
+# Small helpers
+# ---------------------------------------------------------------------------------------------
+
+_OFFSET_AND_SIZE = struct.Struct(">qi")
+_NON_ZERO = re.compile(rb"[^\x00]")
+
+
+def _all_zero(buf, start: int, end: int) -> bool:
+    return end > start and _NON_ZERO.search(buf, start, end) is None
+
+
+def _from_error(exc: KafkaLogError, code: str, file: str) -> Finding:
+    extra = {}
+    if exc.expected is not None:
+        extra["expected"] = exc.expected if isinstance(exc.expected, (int, str)) else str(exc.expected)
+    if exc.actual is not None:
+        extra["actual"] = exc.actual if isinstance(exc.actual, (int, str)) else str(exc.actual)
+    return Finding(ERROR, code, exc.path or file, exc.position, exc.message, extra)
+
+
+def _file_size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
