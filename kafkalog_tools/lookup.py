@@ -1,0 +1,532 @@
+"""Kafka's read path, offline: find a record by offset or by timestamp through the sparse indexes.
+
+Sources: FORMAT.md section 5; core/.../LocalLog.scala (read), UnifiedLog.scala
+(fetchOffsetByTimestamp, searchOffsetInLocalLog), storage/.../LogSegment.java (translateOffset,
+findOffsetByTimestamp, largestTimestamp), FileRecords.java (searchForOffsetWithSize,
+searchForTimestamp).
+
+By offset: the segment with the largest base offset <= N (then the next ones, if it ends before
+N); in it, the offset index's last entry <= N gives a byte position, and a scan from there finds
+the first batch whose last offset >= N; the answer is its first record with offset >= N.
+
+By timestamp: the first segment, in offset order, whose largest timestamp >= T - the last entry of
+its time index, or its .log mtime when it has no timestamps (Kafka's fallback; no other segment is
+tried); in it, the time index's last entry <= T gives an offset, the offset index a position, and
+a scan from there the first record, in offset order, with timestamp >= T.
+
+Indexes pass structural checks before use (ordering, bounds, zero tail) and the entry used must
+point at a valid batch; an offset answer that depends on nothing before the entry holding the
+target is confirmed on the batch before it. A missing or broken index means a scan from the
+segment start, with a warning: never a wrong answer. Nothing is written.
+"""
+from __future__ import annotations
+
+import bisect
+import os
+import re
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Iterator
+
+from .errors import CorruptDataError, InputError, KafkaLogError
+from .formats import checkpoint
+from .formats.batch import Batch, Record
+from .formats.logdir import PartitionDir, Segment, read_partition_dir
+from .formats.offset_index import OffsetIndex, OffsetPosition
+from .formats.segment import BadEntry, SegmentFile, Stop
+from .formats.time_index import TimeIndex, TimestampOffset
+
+OFFSET, TIMESTAMP = "offset", "timestamp"
+
+
+# ---------------------------------------------------------------------------------------------
+# Queries and answers
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Query:
+    kind: str
+    """"offset" or "timestamp"."""
+    value: int
+
+
+@dataclass
+class Answer:
+    query: Query
+    found: bool = False
+    reason: str | None = None
+    """Why nothing was found."""
+    damaged: bool = False
+    """Damaged data stood in the way (Kafka's own read would fail there)."""
+    offset: int | None = None
+    timestamp: int | None = None
+    timestamp_type: str | None = None
+    leader_epoch: int | None = None
+    segment: str | None = None
+    batch_position: int | None = None
+    batch_base_offset: int | None = None
+    batch_last_offset: int | None = None
+    batch_size: int | None = None
+    record_position: int | None = None
+    """File position of the record (None inside a compressed batch)."""
+    key_size: int | None = None
+    value_size: int | None = None
+    control: str | None = None
+    """ABORT, COMMIT, ... for a control record."""
+    offset_index_entry: dict | None = None
+    time_index_entry: dict | None = None
+    scan_start: int | None = None
+    bytes_scanned: int = 0
+    batches_scanned: int = 0
+    warnings: list[str] = field(default_factory=list)
+    explanation: list[str] = field(default_factory=list)
+
+    def to_json(self, explain: bool = False) -> dict:
+        data = {"query": {self.query.kind: self.query.value}, "found": self.found}
+        if self.found:
+            data.update(offset=self.offset, timestamp=self.timestamp, timestamp_type=self.timestamp_type,
+                        leader_epoch=self.leader_epoch, segment=self.segment, batch_position=self.batch_position,
+                        batch_base_offset=self.batch_base_offset, batch_last_offset=self.batch_last_offset,
+                        batch_size=self.batch_size, record_position=self.record_position,
+                        key_size=self.key_size, value_size=self.value_size, control=self.control)
+        else:
+            data.update(reason=self.reason, damaged=self.damaged, segment=self.segment)
+        data.update(offset_index_entry=self.offset_index_entry, time_index_entry=self.time_index_entry,
+                    scan_start=self.scan_start, bytes_scanned=self.bytes_scanned,
+                    batches_scanned=self.batches_scanned, warnings=self.warnings)
+        if explain:
+            data["explanation"] = self.explanation
+        return data
+
+
+def parse_timestamp(text: str) -> int:
+    """Epoch milliseconds, or ISO-8601 (a time without a zone is UTC). Raises ValueError."""
+    if re.fullmatch(r"\d+", text.strip()):
+        return int(text)
+    try:
+        moment = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+    except ValueError:
+        raise ValueError(f"{text!r} is neither epoch milliseconds nor an ISO-8601 time") from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=timezone.utc)
+    return round(moment.timestamp() * 1000)
+
+
+# ---------------------------------------------------------------------------------------------
+# A partition opened for lookups
+# ---------------------------------------------------------------------------------------------
+
+
+class PartitionReader:
+    """A partition directory, read only, answering offset and timestamp queries."""
+
+    def __init__(self, path: str | os.PathLike, *, use_indexes: bool = True):
+        path = Path(path)
+        if not path.is_dir():
+            raise InputError("not a partition directory", path=path)
+        self.partition: PartitionDir = read_partition_dir(path)
+        segments = [s for s in self.partition.segments if s.log is not None]
+        if not segments:
+            raise InputError("no .log segments in this directory", path=path)
+        self.use_indexes = use_indexes
+        self.views = [_SegmentView(s, next_base=segments[i + 1].base_offset if i + 1 < len(segments) else None,
+                                   is_active=i + 1 == len(segments), use_indexes=use_indexes)
+                      for i, s in enumerate(segments)]
+        self.log_start_offset, self.log_start_origin = self._log_start_offset()
+
+    def __enter__(self) -> "PartitionReader":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def close(self) -> None:
+        for view in self.views:
+            view.close()
+
+    def lookup(self, query: Query) -> Answer:
+        answer = Answer(query)
+        try:
+            if query.kind == OFFSET:
+                self._by_offset(query.value, answer)
+            else:
+                self._by_timestamp(query.value, answer)
+        except CorruptDataError as exc:
+            answer.found, answer.damaged = False, True
+            answer.reason = f"damaged data: {exc}"
+        return answer
+
+    def _log_start_offset(self) -> tuple[int, str]:
+        """Kafka's log start offset: the log dir's checkpoint, but never below the first segment."""
+        first = self.views[0].segment.base_offset
+        path = self.partition.path.parent / "log-start-offset-checkpoint"
+        if path.is_file() and self.partition.partition >= 0:
+            try:
+                recorded = checkpoint.read_offsets(path).get(self.partition.topic_partition)
+            except KafkaLogError:
+                recorded = None
+            if recorded is not None and recorded > first:
+                return recorded, f"log start offset {recorded} (log-start-offset-checkpoint)"
+        return first, f"log start offset {first} (the first segment's base offset)"
+
+    # -- by offset ---------------------------------------------------------------------------
+
+    def _by_offset(self, target: int, answer: Answer) -> None:
+        say = answer.explanation.append
+        say(f"{len(self.views)} segments (base offsets {self.views[0].segment.base_offset}.."
+            f"{self.views[-1].segment.base_offset}); {self.log_start_origin}")
+        if target < self.log_start_offset:
+            answer.reason = (f"offset {target} is below the log start offset {self.log_start_offset} "
+                             f"(Kafka answers OffsetOutOfRangeException)")
+            return
+        bases = [v.segment.base_offset for v in self.views]
+        number = bisect.bisect_right(bases, target) - 1
+        say(f"segment {self.views[number].name}: the last whose base offset ({bases[number]}) <= {target}")
+        while number < len(self.views):
+            view = self.views[number]
+            found = self._batch_holding_offset(view, target, answer)
+            if found is not None:
+                self._answer_offset_record(number, found, target, answer)
+                return
+            number += 1
+            if number < len(self.views):
+                say(f"segment {view.name} ends before offset {target}: next segment {self.views[number].name}")
+        end = self._log_end_offset()
+        answer.reason = (f"offset {target} is at or past the log end offset {end}"
+                         + (" (nothing there yet)" if target == end else " (Kafka answers OffsetOutOfRangeException)"))
+
+    def _batch_holding_offset(self, view: "_SegmentView", target: int, answer: Answer) -> Batch | None:
+        """translateOffset: index lookup, then the first batch from there whose last offset >= target."""
+        say = answer.explanation.append
+        entries = view.offset_entries(answer)
+        entry = _floor_offset_entry(entries, target) if entries else None
+        start = 0
+        if entries is None:
+            say(f"offset index of {view.name} not used: scan from byte 0")
+        elif entry is None:
+            say(f"offset index: no entry <= {target}: scan from byte 0")
+        elif not view.batch_starts_at(entry.position):
+            view.distrust_offset_index(answer, f"entry {entry.slot} points at byte {entry.position}, where no valid "
+                                               f"batch starts")
+            entry = None
+        else:
+            start = entry.position
+            answer.offset_index_entry = {"segment": view.name, "slot": entry.slot, "offset": entry.offset,
+                                         "position": entry.position}
+            say(f"offset index entry {entry.slot} (offset {entry.offset} -> byte {entry.position}): the last with "
+                f"offset <= {target}")
+        batch = self._scan_for_offset(view, start, target, answer)
+        if entry is not None and (batch is None or batch.base_offset > target):
+            # The answer now rests on no earlier batch holding the target: check the one before the entry.
+            previous = entries[entry.slot - 1].position if entry.slot > 0 else 0
+            if not view.nothing_at_or_after(previous, entry.position, target):
+                view.distrust_offset_index(answer, f"entry {entry.slot} (offset {entry.offset} -> byte "
+                                                   f"{entry.position}) skips batches holding offset {target}")
+                batch = self._scan_for_offset(view, 0, target, answer)
+        return batch
+
+    def _scan_for_offset(self, view: "_SegmentView", start: int, target: int, answer: Answer) -> Batch | None:
+        answer.scan_start = start
+        for batch in view.scan(start, answer):
+            if batch.last_offset >= target:
+                answer.explanation.append(
+                    f"scanned {answer.batches_scanned} batches ({answer.bytes_scanned} bytes) from byte {start}: "
+                    f"the batch at {batch.position} holds offsets {batch.base_offset}..{batch.last_offset}")
+                return batch
+        answer.explanation.append(f"scanned to the end of {view.name} from byte {start}: no batch reaches offset "
+                                  f"{target}")
+        return None
+
+    def _answer_offset_record(self, number: int, batch: Batch, target: int, answer: Answer) -> None:
+        """The first record with offset >= target, from this batch on (compaction leaves gaps)."""
+        for view_number in range(number, len(self.views)):
+            view = self.views[view_number]
+            batches = [batch] if view_number == number else []
+            following = view.scan(batch.end if view_number == number else 0, answer)
+            for candidate in _chain(batches, following):
+                for record in candidate.records():
+                    if record.offset >= target:
+                        if record.offset != target:
+                            answer.explanation.append(f"offset {target} is not in the log (compaction leaves "
+                                                      f"gaps): the next record is {record.offset}")
+                        _fill(answer, view, candidate, record)
+                        return
+        answer.reason = f"no record at or after offset {target}"
+
+    def _log_end_offset(self) -> int:
+        last = self.views[-1]
+        end = last.segment.base_offset
+        for batch in last.scan(last.last_indexed_position(), None):
+            end = batch.last_offset + 1
+        return end
+
+    # -- by timestamp --------------------------------------------------------------------------
+
+    def _by_timestamp(self, target: int, answer: Answer) -> None:
+        say = answer.explanation.append
+        chosen = None
+        skipped = 0
+        for view in self.views:
+            largest, source = view.largest_timestamp(answer)
+            if largest >= target:
+                chosen = view
+                say(f"segment {view.name}: the first whose largest timestamp ({largest}, {source}) >= {target}"
+                    + (f"; {skipped} earlier segments end below it" if skipped else ""))
+                break
+            skipped += 1
+        if chosen is None:
+            answer.reason = f"no segment has a timestamp >= {target}"
+            return
+        answer.segment = chosen.log_path
+        entries = chosen.time_entries(answer)
+        entry = _floor_time_entry(entries, target) if entries else None
+        if entry is None:
+            time_offset = chosen.segment.base_offset
+            say(f"time index: no entry <= {target}: start from the base offset {time_offset}"
+                if entries is not None else f"time index of {chosen.name} not used: start from its base offset")
+        else:
+            time_offset = entry.offset
+            answer.time_index_entry = {"segment": chosen.name, "slot": entry.slot, "timestamp": entry.timestamp,
+                                       "offset": entry.offset}
+            say(f"time index entry {entry.slot} ({entry.timestamp} -> offset {entry.offset}): the last with "
+                f"timestamp <= {target}")
+        from_offset = max(time_offset, self.log_start_offset)
+        start = self._position_for_offset(chosen, from_offset, answer)
+        answer.scan_start = start
+        skipped_batches = 0
+        for batch in chosen.scan(start, answer):
+            if batch.max_timestamp < target:
+                skipped_batches += 1
+                continue
+            for record in batch.records():
+                if record.timestamp >= target and record.offset >= self.log_start_offset:
+                    say(f"scanned {answer.batches_scanned} batches ({answer.bytes_scanned} bytes) from byte {start}, "
+                        f"{skipped_batches} with max timestamps below {target}: record {record.offset} has timestamp "
+                        f"{record.timestamp}, the first >= {target} in offset order")
+                    _fill(answer, chosen, batch, record)
+                    return
+        answer.reason = (f"segment {chosen.name} holds no record with timestamp >= {target} from offset "
+                         f"{from_offset}, and Kafka tries no other segment")
+
+    def _position_for_offset(self, view: "_SegmentView", offset: int, answer: Answer) -> int:
+        entries = view.offset_entries(answer)
+        entry = _floor_offset_entry(entries, offset) if entries else None
+        if entry is None:
+            return 0
+        if not view.batch_starts_at(entry.position):
+            view.distrust_offset_index(answer, f"entry {entry.slot} points at byte {entry.position}, where no valid "
+                                               f"batch starts")
+            return 0
+        answer.offset_index_entry = {"segment": view.name, "slot": entry.slot, "offset": entry.offset,
+                                     "position": entry.position}
+        answer.explanation.append(f"offset index entry {entry.slot} (offset {entry.offset} -> byte {entry.position}): "
+                                  f"the last with offset <= {offset}")
+        return entry.position
+
+
+# ---------------------------------------------------------------------------------------------
+# One segment: its indexes (checked before use) and scans of its .log
+# ---------------------------------------------------------------------------------------------
+
+
+class _SegmentView:
+    def __init__(self, segment: Segment, next_base: int | None, is_active: bool, use_indexes: bool):
+        self.segment = segment
+        self.log_path = str(segment.log)
+        self.name = Path(segment.log).name
+        self.next_base = next_base
+        self.is_active = is_active
+        self.use_indexes = use_indexes
+        self._log: SegmentFile | None = None
+        self._offset_entries: list[OffsetPosition] | None | bool = False  # False: not loaded yet
+        self._time_entries: list[TimestampOffset] | None | bool = False
+        self._notes: list[str] = []
+        """Warnings about this segment's indexes, repeated in every answer that uses them."""
+        self._largest: tuple[int, str] | None = None
+
+    @property
+    def log(self) -> SegmentFile:
+        if self._log is None:
+            self._log = SegmentFile(self.segment.log)
+        return self._log
+
+    def close(self) -> None:
+        if self._log is not None:
+            self._log.close()
+
+    # -- indexes -------------------------------------------------------------------------------
+
+    def offset_entries(self, answer: Answer | None) -> list[OffsetPosition] | None:
+        """The offset index's entries, or None when it is missing, broken or not to be used."""
+        if self._offset_entries is False:
+            self._offset_entries = self._load(OffsetIndex, self.segment.index, ".index", _offset_entries_problem)
+        self._warn(answer)
+        return self._offset_entries
+
+    def time_entries(self, answer: Answer | None) -> list[TimestampOffset] | None:
+        if self._time_entries is False:
+            self._time_entries = self._load(TimeIndex, self.segment.timeindex, ".timeindex", _time_entries_problem)
+        self._warn(answer)
+        return self._time_entries
+
+    def _warn(self, answer: Answer | None) -> None:
+        if answer is not None:
+            answer.warnings.extend(n for n in self._notes if n not in answer.warnings)
+
+    def _load(self, kind, path: Path | None, suffix: str, problem_of) -> list | None:
+        if not self.use_indexes:
+            return None
+        name = self.name[: -len(".log")] + suffix
+        if path is None:
+            self._notes.append(f"{name} is missing: scanning the segment instead")
+            return None
+        try:
+            index = kind(path, self.segment.base_offset)
+        except KafkaLogError as exc:
+            self._notes.append(f"{name} cannot be read ({exc.message}): scanning the segment instead")
+            return None
+        if index.trailing_bytes:
+            self._notes.append(f"{name} is {len(index.data)} bytes, not a whole number of entries: scanning the "
+                               f"segment instead")
+            return None
+        entries = _real_entries(index)
+        if len(entries) < index.entry_count and not self.is_active:
+            self._notes.append(f"{name} has a zero-filled tail after {len(entries)} entries on a closed segment "
+                               f"(ignored)")
+        problem = problem_of(entries, self.segment.base_offset, self.next_base, self.log.file_size)
+        if problem is not None:
+            self._notes.append(f"{name} is broken ({problem}): scanning the segment instead")
+            return None
+        return entries
+
+    def distrust_offset_index(self, answer: Answer, why: str) -> None:
+        note = f"{self.name[:-4]}.index is wrong ({why}): scanning the segment instead"
+        self._notes.append(note)
+        self._offset_entries = None
+        answer.warnings.append(note)
+
+    def last_indexed_position(self) -> int:
+        """Where the part of the segment after its last offset index entry begins."""
+        entries = self.offset_entries(None)
+        return entries[-1].position if entries else 0
+
+    def largest_timestamp(self, answer: Answer) -> tuple[int, str]:
+        """LogSegment.largestTimestamp: the max timestamp (the time index's last entry, which closing
+        a segment makes the max; the part after the last index entry is scanned in case it was not
+        closed), else the .log file's mtime."""
+        if self._largest is None:
+            entries = self.time_entries(answer)
+            if entries is None:
+                largest, source = max((b.max_timestamp for b in self.scan(0, None)), default=-1), "by a scan"
+            else:
+                indexed = entries[-1].timestamp if entries else -1
+                tail = max((b.max_timestamp for b in self.scan(self.last_indexed_position(), None)), default=-1)
+                largest, source = max(indexed, tail), "from its time index"
+                if tail > indexed:
+                    source = "from its time index and a scan of its unindexed tail"
+                    if not self.is_active:
+                        self._notes.append(f"{self.name[:-4]}.timeindex lacks its final entry ({indexed} < {tail}): "
+                                           f"using the scanned maximum")
+            if largest < 0:
+                largest, source = self.log.mtime_ms, "the .log mtime, as Kafka does for a segment without timestamps"
+            self._largest = (largest, source)
+        self._warn(answer)
+        return self._largest
+
+    # -- the .log ------------------------------------------------------------------------------
+
+    def batch_starts_at(self, position: int) -> bool:
+        if position >= self.log.file_size:
+            return False
+        entry = next(self.log.entries(position), None)
+        return isinstance(entry, Batch) and entry.crc_valid
+
+    def nothing_at_or_after(self, start: int, stop: int, target: int) -> bool:
+        """Walking from `start` lands exactly on `stop`, and the batch before it ends below `target`."""
+        last = None
+        for entry in self.log.entries(start):
+            if isinstance(entry, BadEntry) or entry.position >= stop:
+                return not isinstance(entry, BadEntry) and entry.position == stop and (
+                    last is None or last.last_offset < target)
+            last = entry
+        return False
+
+    def scan(self, start: int, answer: Answer | None) -> Iterator[Batch]:
+        """Batches from `start`, counted in the answer; damage is raised as Kafka's read would fail."""
+        log = self.log
+        for entry in log.entries(start):
+            if isinstance(entry, BadEntry):
+                raise CorruptDataError(entry.error.message, path=self.log_path, position=entry.position)
+            if answer is not None:
+                answer.bytes_scanned += entry.size
+                answer.batches_scanned += 1
+                if not entry.crc_valid:
+                    answer.warnings.append(f"the batch at byte {entry.position} of {self.name} fails its CRC")
+            yield entry
+        if log.stop is Stop.CORRUPT_SIZE:
+            raise log.stop_error
+
+
+def _real_entries(index) -> list:
+    """Entries before a zero-filled tail (an index of zeros only has none)."""
+    whole = len(index.data) - index.trailing_bytes
+    if not index.data[:whole].strip(b"\x00"):
+        return []
+    return index.entries()
+
+
+def _offset_entries_problem(entries: list[OffsetPosition], base: int, next_base: int | None,
+                            log_size: int) -> str | None:
+    previous = None
+    for entry in entries:
+        if entry.offset < base or (next_base is not None and entry.offset >= next_base):
+            return f"entry {entry.slot} has offset {entry.offset}, outside the segment"
+        if entry.position >= log_size:
+            return f"entry {entry.slot} points at byte {entry.position}, past the end of the .log ({log_size})"
+        if previous is not None and (entry.offset <= previous.offset or entry.position <= previous.position):
+            return f"entry {entry.slot} does not follow entry {previous.slot}"
+        previous = entry
+    return None
+
+
+def _time_entries_problem(entries: list[TimestampOffset], base: int, next_base: int | None,
+                          log_size: int) -> str | None:
+    previous = None
+    for entry in entries:
+        if entry.offset < base or (next_base is not None and entry.offset >= next_base):
+            return f"entry {entry.slot} has offset {entry.offset}, outside the segment"
+        if previous is not None and (entry.timestamp <= previous.timestamp or entry.offset < previous.offset):
+            return f"entry {entry.slot} does not follow entry {previous.slot}"
+        previous = entry
+    return None
+
+
+def _floor_offset_entry(entries: list[OffsetPosition], target: int) -> OffsetPosition | None:
+    """OffsetIndex.lookup: the last entry with offset <= target."""
+    index = bisect.bisect_right([e.offset for e in entries], target) - 1
+    return entries[index] if index >= 0 else None
+
+
+def _floor_time_entry(entries: list[TimestampOffset], target: int) -> TimestampOffset | None:
+    """TimeIndex.lookup: the last entry with timestamp <= target."""
+    index = bisect.bisect_right([e.timestamp for e in entries], target) - 1
+    return entries[index] if index >= 0 else None
+
+
+def _chain(first: list[Batch], rest: Iterator[Batch]) -> Iterator[Batch]:
+    yield from first
+    yield from rest
+
+
+def _fill(answer: Answer, view: _SegmentView, batch: Batch, record: Record) -> None:
+    answer.found = True
+    answer.offset, answer.timestamp, answer.timestamp_type = record.offset, record.timestamp, batch.timestamp_type
+    answer.leader_epoch = batch.partition_leader_epoch if batch.partition_leader_epoch >= 0 else None
+    answer.segment = view.log_path
+    answer.batch_position, answer.batch_size = batch.position, batch.size
+    answer.batch_base_offset, answer.batch_last_offset = batch.base_offset, batch.last_offset
+    answer.record_position = record.position
+    answer.key_size, answer.value_size = record.key_size, record.value_size
+    answer.control = record.control.name if record.control is not None else None
