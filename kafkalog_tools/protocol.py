@@ -20,6 +20,7 @@ from construct import (
     Int8ub,
     Int16sb,
     Int32sb,
+    SizeofError,
     StreamError,
     integertypes,
     stream_read,
@@ -74,7 +75,7 @@ class _KafkaVarint(Construct):
         return obj
 
     def _sizeof(self, context, path):
-        raise ConstructError("varints have no fixed size", path=path)
+        raise SizeofError("varints have no fixed size", path=path)
 
 
 VarInt = _KafkaVarint(5, 32, zigzag=True)
