@@ -22,6 +22,7 @@ SUBCOMMANDS = {
     "verify": ("verify", "Check segments, indexes and checkpoints as Kafka's loader would."),
     "rebuild-index": ("rebuild_index", "Rebuild .index/.timeindex/.txnindex exactly as Kafka's recovery does."),
     "lookup": ("lookup", "Find a record by offset or timestamp through the sparse indexes, as Kafka does."),
+    "txns": ("txns", "List each producer's transactions (committed, aborted, open) and the last stable offset."),
 }
 
 

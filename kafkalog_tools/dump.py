@@ -10,6 +10,7 @@ Lines or rich tables.
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 from dataclasses import dataclass, field
@@ -22,6 +23,7 @@ from .formats import checkpoint, logdir, offset_index, producer_snapshot, proper
 from .formats.batch import Batch, Record
 from .formats.segment import BadEntry, SegmentFile, Stop
 from .payloads import DecodedPayload, PayloadDecoder, PayloadError, decoder_for_topic, decoders
+from .payloads import quorum_state
 
 # ---------------------------------------------------------------------------------------------
 # Options
@@ -185,7 +187,11 @@ SUFFIX_KINDS = {".log": "log", ".checkpoint": "checkpoint", ".index": "index", "
                 ".txnindex": "txnindex", ".snapshot": "snapshot"}
 TEXT_FILE_KINDS = {name: "offset-checkpoint" for name in checkpoint.OFFSET_CHECKPOINTS}
 TEXT_FILE_KINDS.update({checkpoint.LEADER_EPOCH_CHECKPOINT: "leader-epoch-checkpoint",
-                        "meta.properties": "meta.properties", "partition.metadata": "partition.metadata"})
+                        "meta.properties": "meta.properties", "partition.metadata": "partition.metadata",
+                        quorum_state.FILE_NAME: "quorum-state"})
+BOOTSTRAP_CHECKPOINT = "bootstrap.checkpoint"
+"""KRaft's bootstrap snapshot at the metadata log dir root: metadata records, like `__cluster_metadata`."""
+METADATA_TOPIC = "__cluster_metadata"
 
 
 def dump(paths: list[str], options: DumpOptions) -> Iterator[Item]:
@@ -211,6 +217,8 @@ def _dump_log_dir(target: logdir.LogDir, given: str, options: DumpOptions) -> It
     for name in sorted(target.files):
         if name in TEXT_FILE_KINDS:
             yield from dump_file(_join(given, target.files[name], target.path), options)
+        elif name == BOOTSTRAP_CHECKPOINT:
+            yield from dump_file(_join(given, target.files[name], target.path), options, topic=METADATA_TOPIC)
     for partition in target.partitions:
         yield from _dump_partition(partition, _join(given, partition.path, target.path), options)
     for path, reason in target.unknown:
@@ -237,6 +245,8 @@ def _dump_partition(partition: logdir.PartitionDir, given: str, options: DumpOpt
 
 def _topic_of(file: str) -> str | None:
     """The topic of the partition directory a single file lies in, if its name says."""
+    if os.path.basename(file) == BOOTSTRAP_CHECKPOINT:
+        return METADATA_TOPIC
     parsed = logdir.parse_partition_dir_name(Path(os.path.abspath(file)).parent.name)
     return parsed[0] if parsed else None
 
@@ -285,6 +295,16 @@ def _dump_text_file(path: str, kind: str) -> Iterator[Item]:
             yield CheckpointItem(path, kind, {"epoch": epoch, "start_offset": start_offset})
     elif kind == "meta.properties":
         yield CheckpointItem(path, kind, properties.read_meta_properties(path))
+    elif kind == "quorum-state":
+        try:
+            state = quorum_state.read_quorum_state(path)
+        except PayloadError as exc:
+            raise CorruptDataError(str(exc), path=path) from None
+        except OSError as exc:
+            raise InputError(f"cannot read: {exc.strerror}", path=path) from None
+        values = {f.name: getattr(state, f.name) for f in dataclasses.fields(state)}
+        yield CheckpointItem(path, kind, {name: list(value) if isinstance(value, tuple) else value
+                                          for name, value in values.items() if value is not None})
     else:
         yield CheckpointItem(path, kind, properties.read_partition_metadata(path))
 
