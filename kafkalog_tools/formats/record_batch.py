@@ -11,6 +11,7 @@ derived from `BATCH_HEADER`, and record decoding a hand-inlined varint reader ch
 """
 from __future__ import annotations
 
+import io
 from dataclasses import dataclass
 
 from construct import (
@@ -222,6 +223,8 @@ def decode_records(batch: RecordBatchV2) -> list[Record]:
                 raise _Overrun
             record_end = body + length
             attributes = data[pos]
+            if attributes > 127:  # a Java byte, as the schema's Int8sb reads it
+                attributes -= 256
             pos += 1
             ts_delta, pos = _varint(data, pos, record_end, 10, 64)
             offset_delta, pos = _varint(data, pos, record_end, 5, 32)
@@ -317,14 +320,15 @@ def _record_error(batch: RecordBatchV2, index: int, start: int, compressed: bool
 def decode_records_reference(batch: RecordBatchV2) -> list[Record]:
     """The records as `RECORD` parses them: slow, and the yardstick for `decode_records`."""
     data = batch.payload()
+    stream = io.BytesIO(data)
     records = []
     pos = 0
     for _ in range(batch.count):
         try:
-            parsed = RECORD.parse(data[pos:])
+            parsed = RECORD.parse_stream(stream)
         except (ConstructError, StreamError) as exc:
             raise CorruptDataError(f"record does not parse: {exc}", path=batch.path, position=batch.position) from None
-        size = len(RECORD.build(parsed))
+        size = stream.tell() - pos  # bytes consumed: a non-canonical varint rebuilds shorter
         record = Record(
             offset=batch.first_offset + parsed.offset_delta,
             timestamp=batch.max_timestamp if batch.timestamp_type == "LogAppendTime"
