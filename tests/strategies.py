@@ -133,6 +133,18 @@ def corpus_params(root: Path, pattern: str, *, nonempty: bool = False) -> list:
 
 
 GOLDEN_LOGS = corpus_params(GOLDEN / "logs", "*/*.log", nonempty=True)
+
+
+def _first_magic(param) -> int | None:
+    path = param.values[0]
+    if path is None:
+        return None
+    with open(path, "rb") as handle:
+        return handle.read(17)[16]
+
+
+GOLDEN_V2_LOGS = [p for p in GOLDEN_LOGS if _first_magic(p) in (None, 2)]
+GOLDEN_LEGACY_LOGS = [p for p in GOLDEN_LOGS if _first_magic(p) in (None, 0, 1)]
 GOLDEN_OFFSET_INDEXES = corpus_params(GOLDEN / "logs", "*/*.index")
 GOLDEN_TIME_INDEXES = corpus_params(GOLDEN / "logs", "*/*.timeindex")
 GOLDEN_TXN_INDEXES = corpus_params(GOLDEN / "logs", "*/*.txnindex")
