@@ -1,0 +1,225 @@
+"""The verify, rebuild-index and lookup commands: exit codes, JSON Lines shapes, messages instead of
+tracebacks, and nothing written by verify, lookup or rebuild-index --dry-run."""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from kafkalog_tools.cli import main
+
+MIXED = "golden-v2-mixed-0"
+
+
+def kafkalog(capsys, *args: str) -> tuple[int, str, str]:
+    """Run the real entry point (its error handling included); return (exit code, stdout, stderr)."""
+    with pytest.raises(SystemExit) as exited:
+        main([str(a) for a in args])
+    out, err = capsys.readouterr()
+    return exited.value.code, out, err
+
+
+def json_lines(text: str) -> list[dict]:
+    return [json.loads(line) for line in text.splitlines() if line.strip()]
+
+
+def tree_state(root: Path) -> dict:
+    """Every file under `root`: content hash, size and modification time."""
+    return {str(p.relative_to(root)): (hashlib.sha256(p.read_bytes()).hexdigest(), p.stat().st_size,
+                                       p.stat().st_mtime_ns)
+            for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+@pytest.fixture
+def damaged(golden, tmp_path) -> Path:
+    work = tmp_path / MIXED
+    shutil.copytree(golden / "damaged" / "truncated" / MIXED, work)
+    for path in work.iterdir():
+        path.chmod(0o644)  # writable, so that a stray write would succeed and be seen
+    return work
+
+
+# ---------------------------------------------------------------------------------------------
+# Nothing is written
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("args", [
+    ("verify", "{dir}"),
+    ("verify", "--shallow", "--format", "text", "{dir}"),
+    ("lookup", "-o", "0", "-o", "2020", "-t", "1700000050000", "-t", "9999999999999", "--explain", "{dir}"),
+    ("lookup", "--scan", "-o", "1900", "{dir}"),
+    ("rebuild-index", "--dry-run", "--truncate", "{dir}"),
+    ("rebuild-index", "--dry-run", "--format", "text", "{dir}/00000000000000001839.log"),
+], ids=["verify", "verify-text", "lookup", "lookup-scan", "rebuild-dry-run", "rebuild-dry-run-text"])
+def test_nothing_is_written(capsys, damaged, args):
+    before = tree_state(damaged.parent)
+    code, out, err = kafkalog(capsys, *(a.replace("{dir}", str(damaged)) for a in args))
+    assert code in (0, 1), err
+    assert tree_state(damaged.parent) == before
+
+
+# ---------------------------------------------------------------------------------------------
+# verify
+# ---------------------------------------------------------------------------------------------
+
+
+def test_verify_json_lines(capsys, golden):
+    damage = json.loads((golden / "manifests" / "damaged" / f"{MIXED}.damage.json").read_text())[0]
+    code, out, _ = kafkalog(capsys, "verify", "--format", "json", golden / damage["dir"])
+    lines = json_lines(out)
+    assert code == 1
+    assert [line["type"] for line in lines] == ["finding"] * (len(lines) - 1) + ["summary"]
+    for finding in lines[:-1]:
+        assert {"type", "severity", "code", "file", "position", "message"} <= finding.keys()
+    errors = [f for f in lines if f.get("severity") == "error"]
+    assert [(Path(f["file"]).name, f["position"]) for f in errors] == [(damage["file"], damage["cutBatchPosition"])]
+    assert lines[-1]["errors"] == 1 and lines[-1]["damaged_bytes"] == damage["truncatedTo"] - damage["cutBatchPosition"]
+
+
+def test_verify_exits_0_on_golden_and_real_dirs(capsys, golden, real):
+    paths = [golden / "logs" / p for p in sorted(os.listdir(golden / "logs"))]
+    paths += [real / "zk-broker-a", real / "zk-broker-b"]
+    code, out, _ = kafkalog(capsys, "verify", *paths)
+    summary = json_lines(out)[-1]
+    assert code == 0 and summary["errors"] == 0 and summary["paths"] == 8
+
+
+def test_verify_text_summary(capsys, golden):
+    code, out, _ = kafkalog(capsys, "verify", "--format", "text", golden / "logs" / "golden-v0-0")
+    assert code == 0 and "partitions" in out and "damaged bytes" in out
+
+
+def test_verify_unreadable_file_is_an_io_error(capsys, damaged, monkeypatch):
+    from kafkalog_tools import verify
+    from kafkalog_tools.errors import InputError
+
+    unreadable = damaged / "00000000000000000424.log"
+
+    def segment_file(path, *args, **kwargs):
+        if Path(path) == unreadable:
+            raise InputError("cannot open: Permission denied", path=path)
+        return original(path, *args, **kwargs)
+
+    original = verify.SegmentFile
+    monkeypatch.setattr(verify, "SegmentFile", segment_file)
+    code, out, _ = kafkalog(capsys, "verify", damaged)
+    [io] = [f for f in json_lines(out) if f.get("code") == "io-error"]
+    assert code == 2 and io["file"] == str(unreadable) and "Permission denied" in io["message"]
+    assert json_lines(out)[-1]["segments"] == 4  # the others were still verified
+
+
+# ---------------------------------------------------------------------------------------------
+# rebuild-index
+# ---------------------------------------------------------------------------------------------
+
+
+def test_rebuild_index_of_legacy_partitions_matches_kafkas_recovery(capsys, golden, tmp_path):
+    for name in ("golden-v0-0", "golden-v1-0"):
+        work = tmp_path / name
+        shutil.copytree(golden / "logs" / name, work)
+        for path in list(work.iterdir()):
+            path.chmod(0o644)
+            if path.suffix in (".index", ".timeindex"):
+                path.unlink()
+        code, out, err = kafkalog(capsys, "rebuild-index", "--index-interval-bytes", "1024", "--format", "json", work)
+        assert code == 0, err
+        assert json_lines(out)[-1]["written"] == 2 * len(list(work.glob("*.log")))
+        for expected in (golden / "rebuilt" / name).glob("*index"):
+            assert (work / expected.name).read_bytes() == expected.read_bytes()
+
+
+def test_rebuild_index_truncate(capsys, golden, damaged):
+    code, out, _ = kafkalog(capsys, "rebuild-index", "--format", "json", "--no-backup", damaged)
+    cut = [line for line in json_lines(out) if line["type"] == "segment" and line["truncated_bytes"]]
+    assert code == 1 and cut[0]["invalid"]["position"] == 34819  # tail left in place: Kafka would cut it
+    assert (damaged / "00000000000000001839.log").stat().st_size == 35121
+    code, out, _ = kafkalog(capsys, "rebuild-index", "--truncate", "--no-backup", damaged)
+    assert code == 0 and not list(damaged.glob("*.bak"))
+    recovered = golden / "recovered" / "truncated" / MIXED
+    for path in recovered.glob("00000000000000001839.*"):
+        assert (damaged / path.name).read_bytes() == path.read_bytes()
+
+
+def test_rebuild_index_output_dir_text(capsys, damaged, tmp_path):
+    code, out, _ = kafkalog(capsys, "rebuild-index", "--truncate", "--output-dir", tmp_path / "out",
+                            "--format", "text", damaged / "00000000000000001839.index")
+    assert code == 0 and "00000000000000001839.log: created (34819 bytes)" in out
+    assert sorted(p.name for p in (tmp_path / "out" / MIXED).iterdir()) == [
+        "00000000000000001839.index", "00000000000000001839.log", "00000000000000001839.timeindex",
+        "00000000000000001839.txnindex"]
+
+
+# ---------------------------------------------------------------------------------------------
+# lookup
+# ---------------------------------------------------------------------------------------------
+
+
+def test_lookup_answers_in_the_order_asked(capsys, golden):
+    code, out, _ = kafkalog(capsys, "lookup", "-t", "2023-11-14T22:13:50Z", "-o", "500",
+                            "--timestamp", "1700000030000", "--offset", "99999", "--explain",
+                            golden / "logs" / MIXED)
+    answers = json_lines(out)
+    assert code == 0
+    assert [a["query"] for a in answers] == [{"timestamp": 1700000030000}, {"offset": 500},
+                                              {"timestamp": 1700000030000}, {"offset": 99999}]
+    first = answers[0]
+    assert {"found", "offset", "timestamp", "segment", "batch_position", "batch_base_offset",
+            "batch_last_offset", "explanation"} <= first.keys()
+    assert (first["offset"], first["batch_position"]) == (544, 14459)
+    assert answers[3]["found"] is False and "log end offset 2025" in answers[3]["reason"]
+
+
+def test_lookup_text(capsys, golden):
+    code, out, _ = kafkalog(capsys, "lookup", "--format", "text", "-o", "17", golden / "logs" / MIXED)
+    assert code == 0 and out.startswith("offset 17: offset 17, CreateTime")
+
+
+def test_lookup_damage_exits_1(capsys, tmp_path, golden):
+    work = tmp_path / MIXED
+    shutil.copytree(golden / "logs" / MIXED, work)
+    log = work / "00000000000000000838.log"
+    log.chmod(0o644)
+    data = bytearray(log.read_bytes())
+    data[30000:31000] = bytes(1000)
+    log.write_bytes(bytes(data))
+    code, out, _ = kafkalog(capsys, "lookup", "--scan", "-o", "1300", work)
+    [answer] = json_lines(out)
+    assert code == 1 and answer["damaged"] and "00000000000000000838.log" in answer["reason"]
+
+
+# ---------------------------------------------------------------------------------------------
+# Bad input: a message with the file, never a traceback; exit 2
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("args, expected", [
+    (("verify", "{golden}/logs/golden-v0-0/partition.metadata"), "not a segment file"),
+    (("rebuild-index", "{golden}/manifests/corpus.json"), "not a segment file"),
+    (("lookup", "-o", "1", "{empty}"), "no .log segments"),
+    (("lookup", "{golden}/logs/golden-v0-0"), "give at least one --offset or --timestamp"),
+    (("lookup", "-t", "tomorrow", "{golden}/logs/golden-v0-0"), "neither epoch milliseconds nor"),
+    (("verify", "{empty}/missing"), "does not exist"),
+    (("rebuild-index", "--index-interval-bytes", "-1", "{empty}"), "-1"),
+])
+def test_bad_input_is_a_message_and_exit_2(capsys, golden, tmp_path, args, expected):
+    empty = tmp_path / "t-0"
+    empty.mkdir()
+    code, out, err = kafkalog(capsys, *(a.format(golden=golden, empty=empty) for a in args))
+    assert code == 2 and expected in err and "Traceback" not in err
+
+
+def test_a_failed_write_is_an_io_error_message(capsys, damaged, monkeypatch):
+    from kafkalog_tools import recovery
+
+    def full_disk(*args):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(recovery.os, "replace", full_disk)
+    code, _, err = kafkalog(capsys, "rebuild-index", "--truncate", damaged / "00000000000000001839.log")
+    assert code == 2 and "No space left on device" in err and "00000000000000001839" in err
+    assert "Traceback" not in err
