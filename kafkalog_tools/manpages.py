@@ -36,8 +36,8 @@ def _options(command: click.Command, ctx: click.Context) -> str:
     return "\n".join(out)
 
 
-def render(command: click.Command, name: str, summary: str) -> str:
-    ctx = click.Context(command, info_name=name)
+def render(command: click.Command, name: str, summary: str, parent: click.Context | None = None) -> str:
+    ctx = click.Context(command, info_name=name.split()[-1], parent=parent, **command.context_settings)
     usage = " ".join(command.collect_usage_pieces(ctx))
     title = name.upper().replace(" ", "-")
     sections = [
@@ -54,12 +54,13 @@ def render(command: click.Command, name: str, summary: str) -> str:
 
 
 def pages() -> dict[str, str]:
+    """Rendered in the contexts the CLI itself builds, so help option names come out the same."""
     result = {"kafkalog.1": render(cli, "kafkalog", "offline forensics for Apache Kafka's on-disk logs")}
-    ctx = click.Context(cli, info_name="kafkalog")
+    ctx = click.Context(cli, info_name="kafkalog", **cli.context_settings)
     for name, (_, summary) in SUBCOMMANDS.items():
         command = cli.get_command(ctx, name)
         if command is not None:
-            result[f"kafkalog-{name}.1"] = render(command, f"kafkalog {name}", summary)
+            result[f"kafkalog-{name}.1"] = render(command, f"kafkalog {name}", summary, parent=ctx)
     return result
 
 
