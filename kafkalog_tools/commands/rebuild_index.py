@@ -41,23 +41,27 @@ def command(paths, index_interval_bytes, truncate, no_backup, dry_run, output_di
     options = recovery.RebuildOptions(index_interval_bytes=index_interval_bytes, truncate=truncate,
                                       backup=not no_backup, dry_run=dry_run, output_dir=output_dir)
     output_format = choose_format(output_format, tty_default="text")
+    run = recovery.Rebuild(paths, options)
+    console = None
+    if output_format == "text":
+        from rich.console import Console
+
+        console = Console(highlight=False)
     problems = 0
     totals = {"segments": 0, "written": 0, "unchanged": 0, "truncated_bytes": 0}
-    with _progress_bar("rebuilding") as advance:
-        run = recovery.Rebuild(paths, options, on_progress=advance)
-        advance(0, total=run.total_bytes)
+    with _progress(console, run):
         for result in run:
             problems += result.recovery.failure is not None or result.tail_left_in_place
             _count(totals, result)
-            if output_format == "json":
+            if console is None:
                 LineWriter().write_json([_segment_json(result)])
             else:
-                _print_segment(result)
+                _print_segment(console, result)
     summary = {"type": "summary", "dry_run": dry_run, "problems": problems, **totals}
-    if output_format == "json":
+    if console is None:
         LineWriter().write_json([summary])
     else:
-        _print_summary(summary)
+        _print_summary(console, summary)
     sys.stdout.flush()
     sys.exit(EXIT_PROBLEMS if problems else EXIT_OK)
 
@@ -101,18 +105,18 @@ def _plain(value):
     return value if value is None or isinstance(value, (int, float, str, bool)) else str(value)
 
 
-def _print_segment(result: recovery.SegmentRebuild) -> None:
+def _print_segment(console, result: recovery.SegmentRebuild) -> None:
     rec = result.recovery
     name = Path(rec.log_path)
-    click.echo(f"{name.parent.name}/{name.name}: {rec.batches} batches, {rec.valid_bytes} valid bytes, "
-               f"{len(rec.offset_entries)} offset / {len(rec.time_entries)} time / "
-               f"{len(rec.aborted_txns)} aborted-txn entries")
+    console.print(f"{name.parent.name}/{name.name}: {rec.batches} batches, {rec.valid_bytes} valid bytes, "
+                  f"{len(rec.offset_entries)} offset / {len(rec.time_entries)} time / "
+                  f"{len(rec.aborted_txns)} aborted-txn entries", markup=False)
     if rec.failure is not None:
-        click.secho(f"  recovery would fail, nothing written: {rec.failure}", fg="red")
+        console.print(f"  recovery would fail, nothing written: {rec.failure}", style="bold red", markup=False)
     if rec.invalid is not None:
         cut = "cut" if not result.tail_left_in_place else "would be cut by Kafka (use --truncate)"
-        click.secho(f"  {rec.truncated_bytes} invalid bytes from {rec.valid_bytes} {cut}: {rec.invalid.message}",
-                    fg="yellow")
+        console.print(f"  {rec.truncated_bytes} invalid bytes from {rec.valid_bytes} {cut}: {rec.invalid.message}",
+                      style="yellow", markup=False)
     verb = {"unchanged": "unchanged", "create": "created", "replace": "replaced"}
     dry_verb = {"unchanged": "unchanged", "create": "would be created", "replace": "would be replaced"}
     for change in result.changes:
@@ -120,40 +124,32 @@ def _print_segment(result: recovery.SegmentRebuild) -> None:
         sizes = (f"{change.old_size} -> {change.new_size} bytes"
                  if change.old_size not in (None, change.new_size) else f"{change.new_size} bytes")
         backup = f", backup {Path(change.backup).name}" if change.backup else ""
-        click.echo(f"  {Path(change.path).name}: {text} ({sizes}{backup})")
+        console.print(f"  {Path(change.path).name}: {text} ({sizes}{backup})", markup=False)
     for note in result.notes[1:]:
-        click.echo(f"  note: {note}")
+        console.print(f"  note: {note}", markup=False)
 
 
-def _print_summary(summary: dict) -> None:
+def _print_summary(console, summary: dict) -> None:
     prefix = "dry run: " if summary["dry_run"] else ""
-    click.echo(f"{prefix}{summary['segments']} segments, {summary['written']} files "
-               f"{'to write' if summary['dry_run'] else 'written'}, {summary['unchanged']} unchanged, "
-               f"{summary['truncated_bytes']} invalid bytes")
+    console.print(f"{prefix}{summary['segments']} segments, {summary['written']} files "
+                  f"{'to write' if summary['dry_run'] else 'written'}, {summary['unchanged']} unchanged, "
+                  f"{summary['truncated_bytes']} invalid bytes", markup=False)
 
 
 @contextmanager
-def _progress_bar(description: str):
-    """advance(n, total=None) drives a rich progress bar on a terminal (stderr); elsewhere it does nothing."""
-    if not sys.stderr.isatty():
-        yield lambda n, total=None: None
+def _progress(console, run: recovery.Rebuild):
+    """A transient progress bar over the bytes read, only on a terminal: on the text console when
+    it is one, else on stderr."""
+    from rich.console import Console
+
+    bar_console = console if console is not None and console.is_terminal else Console(stderr=True)
+    if not bar_console.is_terminal:
+        yield
         return
     from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn, TransferSpeedColumn
 
-    with Progress("[progress.description]{task.description}", BarColumn(), DownloadColumn(),
-                  TransferSpeedColumn(), TimeRemainingColumn(), transient=True,
-                  console=_stderr_console()) as progress:
-        task = progress.add_task(description, total=None)
-
-        def advance(n: int, total: int | None = None) -> None:
-            if total is not None:
-                progress.update(task, total=total)
-            progress.advance(task, n)
-
-        yield advance
-
-
-def _stderr_console():
-    from rich.console import Console
-
-    return Console(stderr=True)
+    with Progress("rebuilding", BarColumn(), DownloadColumn(), TransferSpeedColumn(), TimeRemainingColumn(),
+                  console=bar_console, transient=True) as progress:
+        task = progress.add_task("rebuild", total=run.total_bytes)
+        run.on_progress = lambda n: progress.advance(task, n)
+        yield
