@@ -108,7 +108,13 @@ def decompress(data: bytes, limit: int, magic: int) -> bytes:
         else:
             if budget <= 0:
                 raise too_large("lz4", limit)
-            out += lz4.block.decompress(block, uncompressed_size=min(block_max, budget))
+            try:
+                out += lz4.block.decompress(block, uncompressed_size=min(block_max, budget))
+            except lz4.block.LZ4BlockError:
+                # a block that fits its frame's maximum but not what is left of the limit is a bomb
+                if budget < block_max and len(lz4.block.decompress(block, uncompressed_size=block_max)) > budget:
+                    raise too_large("lz4", limit) from None
+                raise
     return bytes(out)
 
 
