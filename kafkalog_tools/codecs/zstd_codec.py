@@ -1,11 +1,9 @@
 """zstd (id 4, V2 only): standard zstd frames as zstd-jni's streaming writer emits them.
 
-Streamed frames may not declare their content size, so a streaming reader is used, bounded by
-the output limit; concatenated frames are read across.
+Streamed frames may not declare their content size, so frames are decompressed incrementally,
+bounded by the output limit; concatenated frames are read across; a frame cut short is an error.
 """
 from __future__ import annotations
-
-import io
 
 import zstandard
 
@@ -15,19 +13,25 @@ _decompressor = zstandard.ZstdDecompressor()
 
 
 def decompress(data: bytes, limit: int, magic: int) -> bytes:
-    with _decompressor.stream_reader(io.BytesIO(bytes(data)), read_across_frames=True) as reader:
-        out = reader.read(limit + 1)
-        # read() may return short before the end; drain until EOF or over the limit
-        while True:
-            more = reader.read(limit + 1 - len(out))
-            if not more:
-                break
-            out += more
+    # Frame by frame, fed a little input at a time: one step's output is bounded (a 4-byte RLE
+    # block yields at most 128 KiB), so a bomb overshoots the limit by a fraction of it at most;
+    # and a frame still open when the input ends is an error, as zstd-jni's "truncated source"
+    # (zstandard's stream_reader returns what it has, silently).
+    view = memoryview(bytes(data))
+    out = bytearray()
+    pos = 0
+    while pos < len(view):
+        frame = _decompressor.decompressobj()
+        while not frame.eof:
+            if pos >= len(view):
+                raise ValueError(f"zstd frame cut short: the payload ends inside it ({len(view)} bytes)")
+            chunk = view[pos : pos + max(64, (limit - len(out)) >> 17)]
+            pos += len(chunk)
+            out += frame.decompress(chunk)
             if len(out) > limit:
-                break
-    if len(out) > limit:
-        raise too_large("zstd", limit)
-    return out
+                raise too_large("zstd", limit)
+        pos -= len(frame.unused_data)
+    return bytes(out)
 
 
 def compress(data: bytes, magic: int) -> bytes:
