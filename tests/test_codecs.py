@@ -1,0 +1,545 @@
+"""Kafka's compression codecs and Java's UTF-8 decoding, in the forms Java Kafka writes and reads.
+
+Round trips for every codec and message format; the Kafka-specific encodings (lz4 frames with the
+magic-0 "broken" header checksum, xerial-framed and raw snappy, concatenated gzip members, zstd
+frames without a content size); decompression bombs and garbage, which must end in a
+DecompressionError quickly and in little memory; xxHash32; and `java_text.decode_utf8`, which must
+replace malformed UTF-8 as JDK 17's `new String(bytes, UTF_8)` does.
+"""
+from __future__ import annotations
+
+import gzip
+import io
+import struct
+import time
+import tracemalloc
+import zlib
+from pathlib import Path
+
+import lz4.block
+import lz4.frame
+import pytest
+import snappy
+import zstandard
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from kafkalog_tools import codecs
+from kafkalog_tools.codecs import lz4_codec, snappy_codec
+from kafkalog_tools.errors import CorruptDataError, DecompressionError
+from kafkalog_tools.formats.segment import SegmentFile
+from kafkalog_tools.output.java_text import decode_utf8
+from tests.strategies import GOLDEN_LOGS
+
+GZIP, SNAPPY, LZ4, ZSTD = 1, 2, 3, 4
+NAMES = {1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}
+# zstd exists only for V2 (magic 2); the legacy formats carry gzip, snappy and lz4
+CODEC_MAGICS = [(c, m) for c in (GZIP, SNAPPY, LZ4) for m in (0, 1, 2)] + [(ZSTD, 2)]
+CODEC_MAGIC_IDS = [f"{NAMES[c]}-v{m}" for c, m in CODEC_MAGICS]
+EXAMPLES = settings(max_examples=40, deadline=None)
+
+# ---------------------------------------------------------------------------------------------
+# Round trips
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("codec, magic", CODEC_MAGICS, ids=CODEC_MAGIC_IDS)
+@EXAMPLES
+@given(data=st.binary(max_size=3000) | st.text(max_size=2000).map(str.encode))
+def test_every_codec_round_trips(codec, magic, data):
+    payload = codecs.compress(codec, data, magic=magic)
+    assert codecs.decompress(codec, payload, magic=magic) == data
+
+
+@pytest.mark.parametrize("codec, magic", CODEC_MAGICS, ids=CODEC_MAGIC_IDS)
+@pytest.mark.parametrize("size", [0, 1, 32 * 1024, 32 * 1024 + 1, 64 * 1024, 64 * 1024 + 1, 200_003])
+def test_round_trips_across_block_and_chunk_boundaries(codec, magic, size):
+    """xerial snappy chunks hold 32 KiB, Kafka's lz4 blocks 64 KiB: sizes on and past the edges."""
+    data = (bytes(range(256)) * (size // 256 + 1))[:size]
+    data = bytes(b ^ (i * 7 >> 9 & 0xFF) for i, b in enumerate(data))  # some entropy, some repetition
+    payload = codecs.compress(codec, data, magic=magic)
+    assert codecs.decompress(codec, payload, magic=magic, limit=max(size, 1)) == data
+
+
+def test_none_is_the_identity():
+    assert codecs.compress(0, b"abc") == b"abc"
+    assert codecs.decompress(0, memoryview(b"abc")) == b"abc"
+
+
+@pytest.mark.parametrize("codec_id", [5, 6, 7])
+def test_unknown_codec_ids_are_decompression_errors(codec_id):
+    with pytest.raises(DecompressionError, match=f"unknown compression type id {codec_id}"):
+        codecs.decompress(codec_id, b"\x00" * 10)
+    assert codecs.name_of(codec_id) == f"unknown({codec_id})"
+
+
+# ---------------------------------------------------------------------------------------------
+# lz4: Kafka's frame, the magic-0 header checksum, and standard frames
+# ---------------------------------------------------------------------------------------------
+
+
+def test_lz4_frames_are_written_as_kafka_writes_them():
+    """Lz4BlockOutputStream: FLG 0x60, BD 0x40 (64 KiB blocks), HC, blocks, zero end mark."""
+    for magic in (0, 1, 2):
+        frame = codecs.compress(LZ4, b"kafka" * 100, magic=magic)
+        assert frame[:6] == bytes.fromhex("04224d186040")
+        assert frame[-4:] == b"\x00\x00\x00\x00"
+    # the spec hashes FLG..BD; Kafka's magic-0 writer hashed the frame magic too
+    assert codecs.compress(LZ4, b"x", magic=1)[6] == (lz4_codec.xxh32(bytes.fromhex("6040")) >> 8) & 0xFF == 0x82
+    assert codecs.compress(LZ4, b"x", magic=0)[6] == (lz4_codec.xxh32(bytes.fromhex("04224d186040")) >> 8) & 0xFF
+
+
+def test_lz4_magic_0_frame_with_the_broken_header_checksum():
+    data = b"legacy v0 lz4 " * 50
+    frame = codecs.compress(LZ4, data, magic=0)
+    assert codecs.decompress(LZ4, frame, magic=0) == data  # Kafka's reader skips HC for magic 0
+    with pytest.raises(RuntimeError):  # which is why the lz4 library alone cannot read it
+        lz4.frame.decompress(frame)
+    for magic in (1, 2):
+        with pytest.raises(DecompressionError, match="Stream frame descriptor corrupted"):
+            codecs.decompress(LZ4, frame, magic=magic)
+
+
+def test_lz4_magic_1_frames_are_standard():
+    data = b"standard " * 300
+    frame = codecs.compress(LZ4, data, magic=1)
+    assert lz4.frame.decompress(frame) == data
+    corrupted = frame[:6] + bytes([frame[6] ^ 0xFF]) + frame[7:]
+    with pytest.raises(DecompressionError, match="Stream frame descriptor corrupted"):
+        codecs.decompress(LZ4, corrupted, magic=1)
+    assert codecs.decompress(LZ4, corrupted, magic=0) == data  # not checked for magic 0
+
+
+@pytest.mark.parametrize("block_size", [lz4.frame.BLOCKSIZE_MAX64KB, lz4.frame.BLOCKSIZE_MAX256KB,
+                                        lz4.frame.BLOCKSIZE_MAX1MB, lz4.frame.BLOCKSIZE_MAX4MB])
+@pytest.mark.parametrize("magic", [1, 2])
+def test_lz4_standard_frames_with_checksums_and_content_size(block_size, magic):
+    """What other clients (librdkafka) write: any BD id 4-7, block checksums, content size and checksum."""
+    data = bytes(range(256)) * 1500 + b"tail"
+    frame = lz4.frame.compress(data, block_size=block_size, block_linked=False, block_checksum=True,
+                               content_checksum=True, store_size=True)
+    assert frame[4] & 0x18 == 0x18  # content size and block checksum flags
+    assert codecs.decompress(LZ4, frame, magic=magic) == data
+
+
+def test_lz4_block_checksums_are_verified_and_the_content_checksum_is_not():
+    data = bytes(range(200)) * 100
+    frame = bytearray(lz4.frame.compress(data, block_linked=False, block_checksum=True, content_checksum=True))
+    frame[-1] ^= 0xFF  # the content checksum: Kafka skips it unverified
+    assert codecs.decompress(LZ4, bytes(frame), magic=2) == data
+    frame[-1] ^= 0xFF
+    frame[-9] ^= 0xFF  # the last block's checksum (before the end mark and content checksum)
+    with pytest.raises(DecompressionError, match="Block checksum mismatch"):
+        codecs.decompress(LZ4, bytes(frame), magic=2)
+
+
+def test_lz4_dependent_blocks_are_rejected():
+    frame = lz4.frame.compress(b"abc" * 100_000, block_linked=True, block_size=lz4.frame.BLOCKSIZE_MAX64KB)
+    with pytest.raises(DecompressionError, match="independent blocks"):
+        codecs.decompress(LZ4, frame, magic=2)
+
+
+@pytest.mark.parametrize("payload, message", [
+    (b"\x04\x22\x4d", "Stream ended prematurely"),
+    (bytes.fromhex("05224d18604082") + b"\x00" * 4, "invalid magic bytes"),
+    (bytes.fromhex("04224d18604082") + struct.pack("<I", 70_000) + b"\x00" * 10, "Block size 70000 exceeded max: 65536"),
+    (bytes.fromhex("04224d18604082") + struct.pack("<I", 100) + b"\x00" * 10, "Stream ended prematurely"),
+    (bytes.fromhex("04224d18604082") + struct.pack("<I", 0x80000003) + b"abc", "Stream ended prematurely"),
+    (bytes.fromhex("04224d18604882"), "block descriptor"),
+], ids=["short", "bad-magic", "block-too-big", "block-cut", "no-end-mark", "reserved-bd-bit"])
+def test_lz4_malformed_frames(payload, message):
+    with pytest.raises(DecompressionError, match=message):
+        codecs.decompress(LZ4, payload, magic=2)
+
+
+def test_lz4_stored_blocks_are_copied():
+    frame = bytes.fromhex("04224d18604082") + struct.pack("<I", 0x80000005) + b"hello" + b"\x00" * 4
+    assert codecs.decompress(LZ4, frame, magic=2) == b"hello"
+
+
+# ---------------------------------------------------------------------------------------------
+# xxHash32
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("data, seed, expected", [
+    (b"", 0, 0x02CC5D05),
+    (b"a", 0, 0x550D7456),
+    (b"abc", 0, 0x32D153FF),
+    (b"Nobody inspects the spammish repetition", 0, 0xE2293B2F),
+])
+def test_xxh32_known_vectors(data, seed, expected):
+    assert lz4_codec.xxh32(data, seed) == expected
+
+
+@EXAMPLES
+@given(data=st.binary(max_size=200))
+def test_xxh32_equals_the_content_checksum_lz4_frame_writes(data):
+    """lz4.frame's content checksum is xxh32(content, seed 0), little-endian, after the end mark."""
+    frame = lz4.frame.compress(data, content_checksum=True)
+    assert lz4_codec.xxh32(data) == struct.unpack("<I", frame[-4:])[0]
+
+
+@pytest.mark.parametrize("store_size", [False, True])
+def test_header_checksum_equals_the_hc_byte_lz4_frame_writes(store_size):
+    frame = lz4.frame.compress(b"x" * 1000, block_linked=False, store_size=store_size)
+    end = 6 + (8 if store_size else 0)
+    assert lz4_codec.header_checksum(frame, end, magic=2) == frame[end]
+    assert lz4_codec.header_checksum(frame, end, magic=1) == frame[end]
+
+
+# ---------------------------------------------------------------------------------------------
+# snappy: xerial framing and raw blocks
+# ---------------------------------------------------------------------------------------------
+
+
+def test_snappy_is_written_with_xerial_framing():
+    data = b"x" * 100_000
+    payload = codecs.compress(SNAPPY, data)
+    assert payload[:16] == bytes.fromhex("82534e41505059000000000100000001")
+    chunks, pos = [], 16
+    while pos < len(payload):
+        (length,) = struct.unpack_from(">i", payload, pos)
+        chunks.append(snappy.uncompress(payload[pos + 4 : pos + 4 + length]))
+        pos += 4 + length
+    assert [len(c) for c in chunks] == [32768, 32768, 32768, 1696]
+    assert b"".join(chunks) == data
+
+
+@EXAMPLES
+@given(parts=st.lists(st.binary(max_size=40_000), min_size=1, max_size=3))
+def test_concatenated_xerial_streams_are_read_across(parts):
+    """SnappyInputStream: a chunk length equal to the magic's first 4 bytes starts a new stream."""
+    payload = b"".join(codecs.compress(SNAPPY, p) for p in parts)
+    assert codecs.decompress(SNAPPY, payload) == b"".join(parts)
+
+
+@pytest.mark.parametrize("data", [b"", b"short", b"raw snappy, as some clients write it" * 40])
+def test_raw_snappy_blocks_are_accepted(data):
+    assert codecs.decompress(SNAPPY, snappy.compress(data)) == data
+
+
+def test_an_empty_xerial_stream_is_empty():
+    assert codecs.decompress(SNAPPY, snappy_codec.XERIAL_HEADER) == b""
+
+
+@pytest.mark.parametrize("payload, message", [
+    (snappy_codec.XERIAL_HEADER + b"\x00\x00", "cut short"),
+    (snappy_codec.XERIAL_HEADER + struct.pack(">i", 100) + b"abc", "overruns"),
+    (snappy_codec.XERIAL_HEADER + struct.pack(">i", -5) + b"abc", "overruns"),
+    (b"\xff\xff\xff\xff\xff\xff", "snappy"),
+], ids=["chunk-header-cut", "chunk-overruns", "negative-chunk", "bad-raw-length"])
+def test_malformed_snappy(payload, message):
+    with pytest.raises(DecompressionError, match=message):
+        codecs.decompress(SNAPPY, payload)
+
+
+# ---------------------------------------------------------------------------------------------
+# gzip and zstd
+# ---------------------------------------------------------------------------------------------
+
+
+@EXAMPLES
+@given(parts=st.lists(st.binary(max_size=5000), min_size=1, max_size=4))
+def test_concatenated_gzip_members_are_read_across(parts):
+    payload = b"".join(gzip.compress(p) for p in parts)
+    assert codecs.decompress(GZIP, payload) == b"".join(parts)
+
+
+def test_gzip_bytes_after_the_last_member_are_ignored_as_java_does():
+    assert codecs.decompress(GZIP, gzip.compress(b"data") + b"not a gzip member") == b"data"
+
+
+def test_gzip_cut_short_is_a_decompression_error():
+    with pytest.raises(DecompressionError, match="end-of-stream"):
+        codecs.decompress(GZIP, gzip.compress(b"data" * 100)[:-12])
+
+
+def test_zstd_frames_without_a_content_size_and_concatenated_frames():
+    streamed = io.BytesIO()
+    with zstandard.ZstdCompressor().stream_writer(streamed, closefd=False) as writer:  # as zstd-jni streams
+        writer.write(b"first frame " * 1000)
+    assert zstandard.frame_content_size(streamed.getvalue()) == -1  # no content size in the header
+    second = zstandard.ZstdCompressor(write_content_size=True).compress(b"second frame")
+    assert zstandard.frame_content_size(second) == len(b"second frame")
+    payload = streamed.getvalue() + second + codecs.compress(ZSTD, b"third")
+    assert codecs.decompress(ZSTD, payload) == b"first frame " * 1000 + b"second frame" + b"third"
+
+
+def test_zstd_cut_short_is_a_decompression_error():
+    with pytest.raises(DecompressionError, match="zstd"):
+        codecs.decompress(ZSTD, codecs.compress(ZSTD, bytes(range(256)) * 100)[:-10])
+
+
+# ---------------------------------------------------------------------------------------------
+# Decompression bombs: 1 GiB of zeros, a 1 MiB limit
+# ---------------------------------------------------------------------------------------------
+
+GIB = 1 << 30
+MIB = 1 << 20
+CRC32_OF_1_GIB_OF_ZEROS = 0x5B64C2B0  # zlib.crc32(bytes(1 << 30)), computed once (0.5 s)
+
+
+def gzip_zeros(mib: int, crc: int | None = None) -> bytes:
+    """One gzip member of `mib` MiB of zeros, built without compressing them all: after a full flush
+    the deflater's state is reset, so each further MiB of zeros compresses to the same bytes."""
+    deflater = zlib.compressobj(9, zlib.DEFLATED, 31)
+    first = deflater.compress(bytes(MIB)) + deflater.flush(zlib.Z_FULL_FLUSH)
+    middle = deflater.compress(bytes(MIB)) + deflater.flush(zlib.Z_FULL_FLUSH)
+    raw = zlib.compressobj(9, zlib.DEFLATED, -15)
+    last = raw.compress(bytes(MIB)) + raw.flush()
+    crc = zlib.crc32(bytes(mib * MIB)) if crc is None else crc
+    return first + middle * (mib - 2) + last + struct.pack("<II", crc, (mib * MIB) & 0xFFFFFFFF)
+
+
+def lz4_zeros(blocks: int) -> bytes:
+    """Kafka's lz4 frame (magic >= 1 header checksum) of `blocks` 64 KiB blocks of zeros."""
+    block = lz4.block.compress(bytes(64 * 1024), store_size=False)
+    return bytes.fromhex("04224d18604082") + (struct.pack("<I", len(block)) + block) * blocks + b"\x00" * 4
+
+
+def xerial_zeros(chunks: int) -> bytes:
+    """snappy-java's framing of `chunks` 32 KiB chunks of zeros (snappy compresses at most ~21:1,
+    so this 1 GiB bomb is itself 48 MiB)."""
+    chunk = snappy.compress(bytes(32 * 1024))
+    return snappy_codec.XERIAL_HEADER + (struct.pack(">i", len(chunk)) + chunk) * chunks
+
+
+def raw_snappy_zeros(size: int) -> bytes:
+    """A raw snappy block of `size` zeros: a 1-byte literal, then copies of 64 bytes at offset 1."""
+    copies, rest = divmod(size - 1, 64)
+    out = bytearray()
+    n = size
+    while n >= 0x80:
+        out.append(n & 0x7F | 0x80)
+        n >>= 7
+    out.append(n)
+    out += b"\x00\x00" + b"\xfe\x01\x00" * copies
+    if rest:
+        out += bytes([(rest - 1) << 2 | 2, 1, 0])
+    return bytes(out)
+
+
+def zstd_zeros(mib: int) -> bytes:
+    """A streamed zstd frame (no content size in its header) of `mib` MiB of zeros."""
+    compressor = zstandard.ZstdCompressor(level=1).compressobj()
+    zeros = bytes(MIB)
+    return b"".join(compressor.compress(zeros) for _ in range(mib)) + compressor.flush()
+
+
+BOMBS = {
+    "gzip": (GZIP, lambda: gzip_zeros(GIB // MIB, CRC32_OF_1_GIB_OF_ZEROS)),
+    "snappy-xerial": (SNAPPY, lambda: xerial_zeros(GIB // (32 * 1024))),
+    "snappy-raw": (SNAPPY, lambda: raw_snappy_zeros(GIB)),
+    "lz4": (LZ4, lambda: lz4_zeros(GIB // (64 * 1024))),
+    "zstd": (ZSTD, lambda: zstd_zeros(GIB // MIB)),
+}
+
+
+def test_the_bomb_builders_build_what_they_claim():
+    """Each builder, at a size cheap to check with the compression libraries themselves."""
+    assert gzip.decompress(gzip_zeros(8)) == bytes(8 * MIB)
+    assert lz4.frame.decompress(lz4_zeros(5)) == bytes(5 * 64 * 1024)
+    assert snappy.uncompress(raw_snappy_zeros(3 * MIB + 5)) == bytes(3 * MIB + 5)
+    assert snappy.uncompress(xerial_zeros(3)[20:][: struct.unpack_from(">i", xerial_zeros(3), 16)[0]]) == bytes(32768)
+    zstd_frame = zstd_zeros(3)
+    assert zstandard.frame_content_size(zstd_frame) == -1
+    assert zstandard.ZstdDecompressor().decompressobj().decompress(zstd_frame) == bytes(3 * MIB)
+
+
+@pytest.mark.parametrize("name", list(BOMBS))
+def test_decompression_bombs_stop_at_the_limit_quickly_and_in_little_memory(name):
+    codec, build = BOMBS[name]
+    bomb = build()
+    tracemalloc.start()
+    started = time.perf_counter()
+    try:
+        with pytest.raises(DecompressionError, match=f"more than the limit of {MIB} bytes"):
+            codecs.decompress(codec, bomb, magic=2, limit=MIB)
+        elapsed = time.perf_counter() - started
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert elapsed < 2.0, f"{name}: {elapsed:.2f}s to refuse a bomb"
+    assert peak < 16 * MIB, f"{name}: {peak / MIB:.1f} MiB allocated for a 1 MiB limit"
+
+
+@pytest.mark.parametrize("codec, magic", CODEC_MAGICS, ids=CODEC_MAGIC_IDS)
+@pytest.mark.parametrize("limit", [100_000, 65_536, 65_535])
+def test_a_limit_between_blocks_is_still_reported_as_the_limit(codec, magic, limit):
+    data = bytes(range(256)) * 1000
+    with pytest.raises(DecompressionError, match=f"limit of {limit} bytes"):
+        codecs.decompress(codec, codecs.compress(codec, data, magic=magic), magic=magic, limit=limit)
+    assert codecs.decompress(codec, codecs.compress(codec, data, magic=magic), magic=magic, limit=len(data)) == data
+
+
+# ---------------------------------------------------------------------------------------------
+# Garbage: a DecompressionError, never another exception
+# ---------------------------------------------------------------------------------------------
+
+PREFIXES = [b"", b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\xff", snappy_codec.XERIAL_HEADER,
+            bytes.fromhex("04224d18604082"), bytes.fromhex("04224d1860401a"), bytes.fromhex("28b52ffd")]
+
+
+@pytest.mark.parametrize("codec, magic", CODEC_MAGICS, ids=CODEC_MAGIC_IDS)
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(prefix=st.sampled_from(PREFIXES), garbage=st.binary(max_size=300))
+def test_garbage_payloads_are_decompression_errors(codec, magic, prefix, garbage):
+    try:
+        out = codecs.decompress(codec, prefix + garbage, magic=magic, limit=MIB)
+    except DecompressionError as exc:
+        assert isinstance(exc, CorruptDataError) and str(exc)
+    else:
+        assert isinstance(out, bytes) and len(out) <= MIB  # some garbage is a valid stream
+
+
+@pytest.mark.parametrize("codec, magic", CODEC_MAGICS, ids=CODEC_MAGIC_IDS)
+def test_a_corrupted_real_payload_is_a_decompression_error(codec, magic):
+    payload = bytearray(codecs.compress(codec, bytes(range(256)) * 400, magic=magic))
+    for at in range(len(payload) // 3, len(payload), max(1, len(payload) // 7)):
+        payload[at] ^= 0x5A
+    try:
+        out = codecs.decompress(codec, bytes(payload), magic=magic, limit=MIB)
+    except DecompressionError:
+        return
+    assert out != bytes(range(256)) * 400  # a codec without checksums may decode garbage to garbage
+
+
+# ---------------------------------------------------------------------------------------------
+# Java's UTF-8 decoding (JDK 17 String.decodeUTF8_UTF16 with replacement)
+# ---------------------------------------------------------------------------------------------
+#
+# Expected strings follow JDK 17's String.decodeUTF8_UTF16, read and traced by hand:
+#  - a 3-byte sequence whose two continuation bytes are present and well formed is decoded first
+#    and only then checked for being a surrogate: ED A0 80 (U+D800) is ONE U+FFFD, where Python,
+#    following the Unicode "maximal subpart" rule, emits three;
+#  - a malformed 3- or 4-byte sequence is replaced by one U+FFFD for as many bytes as its lead
+#    byte and the next ones could still begin (malformed3 / malformed4: 1, 2 or 3), so ED AF 41
+#    is U+FFFD 'A' (Python: U+FFFD U+FFFD 'A', since it rejects ED AF at the second byte);
+#  - at the end of input a truncated 2-, 3- or 4-byte sequence is one U+FFFD and decoding stops
+#    (the `break` after the underflow): ED AF at the end is one U+FFFD (Python: two);
+#  - overlong forms (C0 80, E0 80 80, F0 80 80 80), leads F5..FF and lone continuation bytes are
+#    one U+FFFD per byte, as in Python.
+# The golden dumps confirm these rules: kafka-dump-log printed 57 binary keys and values of the
+# golden corpus that Java and Python decode differently, and the golden text test passes only with
+# decode_utf8 (test_golden_dumps_print_binary_bytes_as_java_does below checks each of them).
+
+R = "\ufffd"
+JAVA_UTF8_CASES = [
+    # surrogates encoded in UTF-8 (CESU-style): decoded, then replaced as one character
+    ("ed a0 80", R),
+    ("ed bf bf", R),
+    ("41 ed b2 80 42", f"A{R}B"),
+    # a surrogate's first two bytes, then ASCII
+    ("ed af 41", f"{R}A"),
+    ("ed a0 41 42", f"{R}AB"),
+    # truncated at the end of input
+    ("ed af", R),
+    ("ed a0", R),
+    ("41 c3", f"A{R}"),
+    ("41 e2", f"A{R}"),
+    ("41 e2 82", f"A{R}"),
+    ("41 f0", f"A{R}"),
+    ("41 f0 9f", f"A{R}"),
+    ("41 f0 9f 98", f"A{R}"),
+    ("f0 90 80", R),
+    # truncated, then more input
+    ("c3 41", f"{R}A"),
+    ("e2 41", f"{R}A"),
+    ("e2 82 41", f"{R}A"),
+    ("f0 9f 41", f"{R}A"),
+    ("f0 9f 98 41", f"{R}A"),
+    ("f1 80 41 42", f"{R}AB"),
+    # overlong encodings
+    ("c0 80", R * 2),
+    ("c1 bf", R * 2),
+    ("e0 80 80", R * 3),
+    ("e0 9f bf", R * 3),
+    ("f0 80 80 80", R * 4),
+    ("f0 8f bf bf", R * 4),
+    ("f0 80", R * 2),
+    # beyond U+10FFFF and bytes that never occur in UTF-8
+    ("f4 90 80 80", R * 4),
+    ("f4 90", R * 2),
+    ("f5 80 80 80", R * 4),
+    ("f5", R),
+    ("f5 41", f"{R}A"),
+    ("f5 80 80", R * 3),
+    ("f8 88 80 80 80", R * 5),
+    ("fe ff", R * 2),
+    ("ff", R),
+    # lone continuation bytes
+    ("80", R),
+    ("41 80 42", f"A{R}B"),
+    ("bf bf", R * 2),
+    # valid input, for contrast: the boundaries around the surrogate block and the top of Unicode
+    ("41 c3 a9 e2 82 ac f0 9f 98 80", "A\u00e9\u20ac\U0001F600"),
+    ("ed 9f bf ee 80 80", "\ud7ff\ue000"),
+    ("f4 8f bf bf", "\U0010FFFF"),
+    ("", ""),
+]
+
+
+@pytest.mark.parametrize("hexbytes, expected", JAVA_UTF8_CASES, ids=[c[0] or "empty" for c in JAVA_UTF8_CASES])
+def test_decode_utf8_replaces_as_java_does(hexbytes, expected):
+    assert decode_utf8(bytes.fromhex(hexbytes)) == expected
+
+
+def test_java_and_python_differ_where_the_module_says():
+    for hexbytes in ("ed a0 80", "ed af 41", "ed af"):
+        raw = bytes.fromhex(hexbytes)
+        assert decode_utf8(raw) != raw.decode("utf-8", "replace")
+
+
+@EXAMPLES
+@given(text=st.text(max_size=100))
+def test_decode_utf8_of_valid_utf8_is_plain_decoding(text):
+    assert decode_utf8(text.encode("utf-8")) == text
+
+
+@settings(max_examples=300, deadline=None)
+@given(raw=st.binary(max_size=40))
+def test_decode_utf8_of_any_bytes_is_a_valid_string_no_longer_than_its_input(raw):
+    text = decode_utf8(raw)
+    text.encode("utf-8")  # no lone surrogates
+    assert len(text) <= len(raw)
+    # ASCII is never swallowed by a malformed sequence before it: Java skips only continuation bytes
+    assert text.count("A") == raw.count(b"A")
+
+
+@pytest.mark.parametrize("log", GOLDEN_LOGS)
+def test_golden_dumps_print_binary_bytes_as_java_does(log: Path):
+    dump = log.parents[2] / "dump" / "logs" / log.parent.name / (log.name + ".txt")
+    if not dump.exists():
+        pytest.skip(f"no kafka-dump-log output for {log.name}")
+    text = dump.read_bytes().decode("utf-8")  # not read_text: binary values hold bare CRs
+    malformed = differing = 0
+    with SegmentFile(log) as segment:
+        for batch in segment.batches():
+            for record in batch.records():
+                for data in (record.key, record.value):
+                    if data is None:
+                        continue
+                    try:
+                        data.decode("utf-8")
+                        continue
+                    except UnicodeDecodeError:
+                        malformed += 1
+                    java = decode_utf8(data)
+                    assert java in text, f"{log.name} offset {record.offset}: Java's rendering not in the dump"
+                    python = data.decode("utf-8", "replace")
+                    if python != java:
+                        differing += 1
+                        assert python not in text, f"{log.name} offset {record.offset}: Python's rendering"
+
+
+def test_the_golden_corpus_holds_bytes_java_and_python_decode_differently(golden):
+    differing = 0
+    for log in sorted((golden / "logs").glob("*/*.log")):
+        with SegmentFile(log) as segment:
+            for batch in segment.batches():
+                for record in batch.records():
+                    for data in (record.key, record.value):
+                        if data is not None and decode_utf8(data) != data.decode("utf-8", "replace"):
+                            differing += 1
+    assert differing >= 50  # 57 at the time of writing
