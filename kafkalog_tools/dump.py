@@ -314,9 +314,10 @@ def _dump_offset_index(path: str) -> Iterator[Item]:
     yield FileStart(path, "index", index.base_offset)
     if index.entry_count == 0:
         yield EmptyIndex(path)
-        return
-    for entry in index.entries():
-        yield IndexEntryItem(path, entry)
+    else:
+        for entry in index.entries():
+            yield IndexEntryItem(path, entry)
+    yield from _partial_index_entry(path, index, "Index")
 
 
 def _dump_time_index(path: str) -> Iterator[Item]:
@@ -324,6 +325,18 @@ def _dump_time_index(path: str) -> Iterator[Item]:
     yield FileStart(path, "timeindex", index.base_offset)
     for entry in index.entries():
         yield TimeIndexEntryItem(path, entry)
+    yield from _partial_index_entry(path, index, "Time index")
+
+
+def _partial_index_entry(path: str, index, what: str) -> Iterator[Item]:
+    """Kafka reads floor(length / entry size) entries; its sanity check rejects the file."""
+    if index.trailing_bytes:
+        size = index.ENTRY.size
+        yield Problem(CorruptDataError(
+            f"{what} file is corrupt, found {len(index.data)} bytes which is neither positive nor a multiple of "
+            f"{size}: the last {index.trailing_bytes} bytes are not an entry",
+            path=path, position=index.entry_count * size, expected=f"a multiple of {size} bytes",
+            actual=len(index.data)))
 
 
 _KRAFT_SNAPSHOT_NAME = re.compile(r"^(\d{20})-(\d{10})\.checkpoint$")
@@ -343,6 +356,11 @@ def _dump_log(path: str, kind: str, options: DumpOptions, topic: str | None) -> 
                 continue
             if not filters.batch_may_match(entry):
                 continue
+            if entry.magic not in (0, 1, 2):
+                yield Problem(CorruptDataError(
+                    f"unknown magic {entry.magic}: read as {'V2' if entry.magic > 2 else 'V0'}, as Kafka's reader "
+                    "picks the format, but no Kafka version writes it", path=path,
+                    position=entry.position + 16, expected="0, 1 or 2", actual=entry.magic))
             item = BatchItem(entry)
             if options.decode_records:
                 try:
