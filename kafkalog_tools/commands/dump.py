@@ -9,7 +9,8 @@ import click
 
 from .. import codecs
 from .. import dump as d
-from ..output import EXIT_OK, EXIT_PROBLEMS, FORMATS, LineWriter, choose_format
+from ..errors import InputError
+from ..output import EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE, FORMATS, LineWriter, choose_format
 from ..output import dumplog_text, jsonl
 
 DECODER_CHOICES = ("auto", "none", "consumer-offsets", "transaction-log", "cluster-metadata")
@@ -94,6 +95,7 @@ def command(paths, output_format, deep_iteration, print_data_log, skip_record_me
     )
     output_format = choose_format(output_format)
     problems = 0
+    unreadable = 0  # paths that cannot be read at all: an I/O error (exit 2), as InputError is everywhere
     writer = LineWriter()
     table = None
     if output_format == "table":
@@ -102,6 +104,7 @@ def command(paths, output_format, deep_iteration, print_data_log, skip_record_me
         table = TableRenderer()
     for item in d.dump(list(paths), options):
         problems += _is_problem(item, max_bytes is not None)
+        unreadable += isinstance(item, d.Problem) and isinstance(item.error, InputError)
         if output_format == "json":
             writer.write_json(jsonl.objects(item, bytes_mode))
         elif isinstance(item, d.Problem):
@@ -119,7 +122,7 @@ def command(paths, output_format, deep_iteration, print_data_log, skip_record_me
     if table:
         table.flush()
     sys.stdout.flush()
-    sys.exit(EXIT_PROBLEMS if problems else EXIT_OK)
+    sys.exit(EXIT_USAGE if unreadable else EXIT_PROBLEMS if problems else EXIT_OK)
 
 
 def _is_problem(item, max_bytes_given: bool) -> bool:
