@@ -35,6 +35,10 @@ class LineWriter:
 
     def __init__(self, stream: IO | None = None):
         self.stream = stream or sys.stdout
+        # file names that are not UTF-8 arrive as surrogate escapes: write them as \udcXX, whatever the
+        # locale (strict would crash, surrogateescape would emit bytes that are not UTF-8 in JSON)
+        if callable(getattr(self.stream, "reconfigure", None)):
+            self.stream.reconfigure(errors="backslashreplace")
 
     def write_lines(self, lines: Iterable[str]) -> None:
         write = self.stream.write
