@@ -270,7 +270,7 @@ class _PartitionCheck:
         """(leader epoch, first offset) as the batches assign them, like the leader epoch cache."""
         self.exact_state = True
         self.state = ProducerState()
-        self.pending_snapshots: list[tuple[int, Path]] = []
+        self.pending_snapshots: list[tuple[int, producer_snapshot.ProducerSnapshot]] = []
         self.sink: list[Finding] = []
 
     def run(self) -> Iterator[Finding]:
@@ -316,7 +316,7 @@ class _PartitionCheck:
     def _start_producer_state(self) -> Iterator[Finding]:
         first = self.segments[0].base_offset
         try:
-            start = starting_producer_state(self.partition, first, self.on_progress)
+            start = starting_producer_state(self.partition, first)  # not in the progress total
         except KafkaLogError as exc:
             yield _from_error(exc, "io-error" if isinstance(exc, InputError) else "producer-state-unavailable",
                               str(self.partition.path))
@@ -344,7 +344,7 @@ class _PartitionCheck:
             self.pending_snapshots.append((snapshot.offset, snapshot))
             self.pending_snapshots.sort(key=lambda item: item[0])
 
-    def _compare_snapshots_before(self, offset: int) -> None:
+    def compare_snapshots_before(self, offset: int) -> None:
         """Compare the snapshots taken at or before `offset` with the replayed state."""
         while self.pending_snapshots and self.pending_snapshots[0][0] <= offset:
             _, snapshot = self.pending_snapshots.pop(0)
@@ -354,7 +354,7 @@ class _PartitionCheck:
     def _finish_snapshots(self) -> Iterator[Finding]:
         end = self.facts.log_end_offset
         self.sink = []
-        self._compare_snapshots_before(end)
+        self.compare_snapshots_before(end)
         yield from self.sink
         for offset, snapshot in self.pending_snapshots:
             yield Finding(WARNING, "snapshot-beyond-log-end", snapshot.path, None,
@@ -408,7 +408,7 @@ class _PartitionCheck:
 
     # -- one segment ---------------------------------------------------------------------------
 
-    def _check_segment(self, segment: Segment, result: "_SegmentResult", is_active: bool) -> Iterator[Finding]:
+    def _check_segment(self, segment: Segment, result: _SegmentResult, is_active: bool) -> Iterator[Finding]:
         try:
             log = SegmentFile(segment.log)
         except InputError as exc:
@@ -622,7 +622,7 @@ class _LogScan:
     def _apply_producer_state(self, batch: Batch) -> None:
         check = self.check
         if check.whole:
-            check._compare_snapshots_before(batch.base_offset if batch.magic >= 2 else batch.last_offset)
+            check.compare_snapshots_before(batch.base_offset if batch.magic >= 2 else batch.last_offset)
         try:
             aborted = check.state.apply(batch)
         except ProducerStateError as exc:

@@ -14,7 +14,7 @@ from kafkalog_tools.formats.offset_index import OffsetIndex
 from kafkalog_tools.formats.record_batch import build_batch, build_record
 from kafkalog_tools.formats.time_index import TimeIndex
 from kafkalog_tools.verify import ERROR, INFO, WARNING, Verification
-from tests.conftest import GOLDEN, REAL
+from tests.conftest import GOLDEN
 
 MIXED = "golden-v2-mixed-0"
 
