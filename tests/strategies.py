@@ -8,7 +8,7 @@ placeholder that skips with the reason, so a parametrised test reports a skip ra
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -73,7 +73,6 @@ class BatchSpec:
     base_sequence: int
     partition_leader_epoch: int
     transactional: bool = False
-    extra: dict = field(default_factory=dict)
 
 
 batch_specs = st.builds(
