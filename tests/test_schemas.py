@@ -100,7 +100,6 @@ def test_fixed_size_schema_has_kafkas_size(form, name, schema, size):
 def test_fixed_size_schema_round_trips_any_bytes(form, name, schema, size, data):
     raw = data.draw(st.binary(min_size=size, max_size=size))
     parsed = round_trip(form(schema), raw)
-    assert form(schema).build(parsed) == raw
     # and with trailing bytes present, parse reads exactly its own size
     assert plain(form(schema).parse(raw + b"\xff" * 3)) == plain(parsed)
 
