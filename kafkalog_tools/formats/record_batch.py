@@ -179,6 +179,9 @@ class _Overrun(Exception):
     """A varint or a length ran past the end of the records section."""
 
 
+_ONE_BYTE_ZIGZAG = [(b >> 1) ^ -(b & 1) for b in range(0x80)]
+
+
 def _varint(buf: bytes, pos: int, end: int, max_bytes: int, bits: int) -> tuple[int, int]:
     value = shift = 0
     for _ in range(max_bytes):
@@ -213,9 +216,9 @@ def decode_records(batch: RecordBatchV2) -> list[Record]:
         try:
             if pos >= end:
                 raise _Overrun
-            byte = data[pos]
-            if byte < 0x80:  # one-byte varints are the common case for lengths and deltas
-                length, pos = (byte >> 1) ^ -(byte & 1), pos + 1
+            if data[pos] < 0x80:
+                length = _ONE_BYTE_ZIGZAG[data[pos]]
+                pos += 1
             else:
                 length, pos = _varint(data, pos, end, 5, 32)
             body = pos
@@ -226,9 +229,21 @@ def decode_records(batch: RecordBatchV2) -> list[Record]:
             if attributes > 127:  # a Java byte, as the schema's Int8sb reads it
                 attributes -= 256
             pos += 1
-            ts_delta, pos = _varint(data, pos, record_end, 10, 64)
-            offset_delta, pos = _varint(data, pos, record_end, 5, 32)
-            key_len, pos = _varint(data, pos, record_end, 5, 32)
+            if pos < record_end and data[pos] < 0x80:  # one-byte varints: the common case
+                ts_delta = _ONE_BYTE_ZIGZAG[data[pos]]
+                pos += 1
+            else:
+                ts_delta, pos = _varint(data, pos, record_end, 10, 64)
+            if pos < record_end and data[pos] < 0x80:  # one-byte varints: the common case
+                offset_delta = _ONE_BYTE_ZIGZAG[data[pos]]
+                pos += 1
+            else:
+                offset_delta, pos = _varint(data, pos, record_end, 5, 32)
+            if pos < record_end and data[pos] < 0x80:  # one-byte varints: the common case
+                key_len = _ONE_BYTE_ZIGZAG[data[pos]]
+                pos += 1
+            else:
+                key_len, pos = _varint(data, pos, record_end, 5, 32)
             if key_len < 0:
                 key = None
             else:
@@ -236,7 +251,11 @@ def decode_records(batch: RecordBatchV2) -> list[Record]:
                     raise _Overrun
                 key = data[pos : pos + key_len]
                 pos += key_len
-            value_len, pos = _varint(data, pos, record_end, 5, 32)
+            if pos < record_end and data[pos] < 0x80:  # one-byte varints: the common case
+                value_len = _ONE_BYTE_ZIGZAG[data[pos]]
+                pos += 1
+            else:
+                value_len, pos = _varint(data, pos, record_end, 5, 32)
             if value_len < 0:
                 value = None
             else:
@@ -244,21 +263,33 @@ def decode_records(batch: RecordBatchV2) -> list[Record]:
                     raise _Overrun
                 value = data[pos : pos + value_len]
                 pos += value_len
-            header_count, pos = _varint(data, pos, record_end, 5, 32)
+            if pos < record_end and data[pos] < 0x80:  # one-byte varints: the common case
+                header_count = _ONE_BYTE_ZIGZAG[data[pos]]
+                pos += 1
+            else:
+                header_count, pos = _varint(data, pos, record_end, 5, 32)
             if header_count < 0:
                 raise ValueError("Found invalid number of record headers")
             if header_count > record_end - pos:
                 raise ValueError(f"Found invalid number of record headers {header_count}")
             headers = []
             for _ in range(header_count):
-                hk_len, pos = _varint(data, pos, record_end, 5, 32)
+                if pos < record_end and data[pos] < 0x80:  # one-byte varints: the common case
+                    hk_len = _ONE_BYTE_ZIGZAG[data[pos]]
+                    pos += 1
+                else:
+                    hk_len, pos = _varint(data, pos, record_end, 5, 32)
                 if hk_len < 0:
                     raise ValueError(f"Invalid negative header key size {hk_len}")
                 if pos + hk_len > record_end:
                     raise _Overrun
                 header_key = data[pos : pos + hk_len]
                 pos += hk_len
-                hv_len, pos = _varint(data, pos, record_end, 5, 32)
+                if pos < record_end and data[pos] < 0x80:  # one-byte varints: the common case
+                    hv_len = _ONE_BYTE_ZIGZAG[data[pos]]
+                    pos += 1
+                else:
+                    hv_len, pos = _varint(data, pos, record_end, 5, 32)
                 if hv_len < 0:
                     header_value = None
                 else:
