@@ -77,7 +77,7 @@ def command(paths, output_format, deep_iteration, print_data_log, skip_record_me
     not keep are listed, never fatal. Nothing is written or created.
 
     Exit codes: 0 clean; 1 problems in the data (corrupt or truncated batches, bad CRCs,
-    unreadable files); 2 usage or I/O error.
+    unreadable structures); 2 usage error, or a path that cannot be read at all.
     """
     for flag, name in ((offsets_decoder, "consumer-offsets"), (transaction_log_decoder, "transaction-log"),
                        (cluster_metadata_decoder, "cluster-metadata")):
