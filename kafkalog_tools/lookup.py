@@ -23,9 +23,7 @@ from __future__ import annotations
 
 import bisect
 import os
-import re
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Iterator
 
@@ -36,6 +34,7 @@ from .formats.logdir import PartitionDir, Segment, read_partition_dir
 from .formats.offset_index import OffsetIndex, OffsetPosition
 from .formats.segment import BadEntry, SegmentFile, Stop
 from .formats.time_index import TimeIndex, TimestampOffset
+from .timestamps import parse_timestamp  # noqa: F401 (part of this module's API)
 
 OFFSET, TIMESTAMP = "offset", "timestamp"
 
@@ -99,19 +98,6 @@ class Answer:
         if explain:
             data["explanation"] = self.explanation
         return data
-
-
-def parse_timestamp(text: str) -> int:
-    """Epoch milliseconds, or ISO-8601 (a time without a zone is UTC). Raises ValueError."""
-    if re.fullmatch(r"\d+", text.strip()):
-        return int(text)
-    try:
-        moment = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
-    except ValueError:
-        raise ValueError(f"{text!r} is neither epoch milliseconds nor an ISO-8601 time") from None
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=timezone.utc)
-    return round(moment.timestamp() * 1000)
 
 
 # ---------------------------------------------------------------------------------------------

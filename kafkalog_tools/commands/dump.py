@@ -3,13 +3,13 @@ from __future__ import annotations
 
 import re
 import sys
-from datetime import datetime, timezone
 
 import click
 
 from .. import codecs
 from .. import dump as d
 from ..errors import InputError
+from ..timestamps import parse_timestamp
 from ..output import EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE, FORMATS, LineWriter, choose_format
 from ..output import dumplog_text, jsonl
 
@@ -17,18 +17,12 @@ DECODER_CHOICES = ("auto", "none", "consumer-offsets", "transaction-log", "clust
 
 
 def parse_time(value: str | None) -> int | None:
-    """Epoch milliseconds, or ISO-8601 (a time without a zone is UTC)."""
     if value is None:
         return None
-    if re.fullmatch(r"-?\d+", value):
-        return int(value)
     try:
-        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        raise click.BadParameter(f"{value!r} is neither epoch milliseconds nor ISO-8601") from None
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=timezone.utc)
-    return int(moment.timestamp() * 1000)
+        return parse_timestamp(value)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from None
 
 
 def _regex(ctx, param, value):

@@ -2,12 +2,12 @@
 from __future__ import annotations
 
 import sys
-from contextlib import contextmanager
 from pathlib import Path
 
 import click
 
 from .. import recovery
+from ..output.progress import byte_progress
 from ..output import EXIT_OK, EXIT_PROBLEMS, LineWriter, choose_format
 
 
@@ -49,7 +49,7 @@ def command(paths, index_interval_bytes, truncate, no_backup, dry_run, output_di
         console = Console(highlight=False)
     problems = 0
     totals = {"segments": 0, "written": 0, "unchanged": 0, "truncated_bytes": 0}
-    with _progress(console, run):
+    with byte_progress(console, run, "rebuilding"):
         for result in run:
             problems += result.recovery.failure is not None or result.tail_left_in_place
             _count(totals, result)
@@ -136,20 +136,3 @@ def _print_summary(console, summary: dict) -> None:
                   f"{summary['truncated_bytes']} invalid bytes", markup=False)
 
 
-@contextmanager
-def _progress(console, run: recovery.Rebuild):
-    """A transient progress bar over the bytes read, only on a terminal: on the text console when
-    it is one, else on stderr."""
-    from rich.console import Console
-
-    bar_console = console if console is not None and console.is_terminal else Console(stderr=True)
-    if not bar_console.is_terminal:
-        yield
-        return
-    from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn, TransferSpeedColumn
-
-    with Progress("rebuilding", BarColumn(), DownloadColumn(), TransferSpeedColumn(), TimeRemainingColumn(),
-                  console=bar_console, transient=True) as progress:
-        task = progress.add_task("rebuild", total=run.total_bytes)
-        run.on_progress = lambda n: progress.advance(task, n)
-        yield

@@ -2,11 +2,11 @@
 from __future__ import annotations
 
 import sys
-from contextlib import contextmanager
 
 import click
 
 from .. import verify as v
+from ..output.progress import byte_progress
 from ..output import EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE, LineWriter, choose_format
 
 SEVERITY_STYLE = {v.ERROR: "bold red", v.WARNING: "yellow", v.INFO: "dim"}
@@ -36,7 +36,7 @@ def command(paths, output_format, shallow, max_findings):
     run = v.Verification(paths, deep=not shallow, max_findings_per_code=max_findings)
     if output_format == "json":
         writer = LineWriter()
-        with _progress(None, run):
+        with byte_progress(None, run, "verifying"):
             for finding in run:
                 writer.write_json([finding.to_json()])
         writer.write_json([run.summary.to_json()])
@@ -44,7 +44,7 @@ def command(paths, output_format, shallow, max_findings):
         from rich.console import Console
 
         console = Console(highlight=False)
-        with _progress(console, run):
+        with byte_progress(console, run, "verifying"):
             for finding in run:
                 _print_finding(console, finding)
         _print_summary(console, run.summary)
@@ -89,20 +89,3 @@ def _print_summary(console, summary: v.Summary) -> None:
     console.print(table)
 
 
-@contextmanager
-def _progress(console, run: v.Verification):
-    """A transient progress bar over the bytes of .log files, only on a terminal: on the text
-    console when it is one, else on stderr."""
-    from rich.console import Console
-
-    bar_console = console if console is not None and console.is_terminal else Console(stderr=True)
-    if not bar_console.is_terminal:
-        yield
-        return
-    from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn, TransferSpeedColumn
-
-    with Progress("verifying", BarColumn(), DownloadColumn(), TransferSpeedColumn(), TimeRemainingColumn(),
-                  console=bar_console, transient=True) as progress:
-        task = progress.add_task("verify", total=run.total_bytes)
-        run.on_progress = lambda n: progress.advance(task, n)
-        yield
