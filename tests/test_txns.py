@@ -214,3 +214,11 @@ def test_a_bad_quorum_state_is_a_problem_not_a_crash(kraft_log_dir):
     assert result.exit_code == 1
     problems = [json.loads(line) for line in result.stdout.splitlines() if '"type":"problem"' in line]
     assert len(problems) == 1 and "data_version" in problems[0]["message"]
+
+
+def test_a_kraft_log_dir_verifies_cleanly(kraft_log_dir):
+    result = CliRunner().invoke(cli, ["verify", "--format", "json", str(kraft_log_dir)], catch_exceptions=False)
+    findings = [json.loads(line) for line in result.stdout.splitlines()]
+    errors = [f for f in findings if f.get("severity") == "error"]
+    assert result.exit_code == 0, errors
+    assert findings[-1]["type"] == "summary"
