@@ -33,6 +33,7 @@ from construct import (
 
 from ..protocol import Array, CompactArray, CompactString, String, TaggedFields
 from . import DecodedPayload, PayloadDecoder, register
+from .jackson import b64
 
 TAGGED = "_tagged"
 """Name of the tagged-field trailer that ends every struct of a flexible version."""
@@ -166,22 +167,22 @@ def _decode_key(key: bytes | None, warnings: list[str]):
     version, body = _split_version(key)
     if version is None:
         warnings.append(f"key is {len(key)} byte(s); it starts with an int16 version")
-        return {"raw": _b64(key)}, None, None
+        return {"raw": b64(key)}, None, None
     schema = TRANSACTION_LOG_KEY.get(version)
     if schema is None:
         warnings.append(f"TransactionLogKey version {version} is unknown; kept raw")
-        key_json = {"type": "unknown", "version": version, "raw": _b64(body)}
+        key_json = {"type": "unknown", "version": version, "raw": b64(body)}
         return key_json, f"unknown::version={version}", None
     try:
         parsed, trailing = _parse(schema, body)
     except ConstructError as exc:
         warnings.append(f"TransactionLogKey v{version} does not parse: {_describe(exc)}")
-        return {"type": "transaction_metadata", "version": version, "raw": _b64(body)}, None, None
+        return {"type": "transaction_metadata", "version": version, "raw": b64(body)}, None, None
     transactional_id = parsed.transactionalId
     key_json = {"type": "transaction_metadata", "version": version,
                 "data": {"transactionalId": transactional_id}}
     if trailing:  # Kafka ignores them
-        key_json["trailing"] = _b64(trailing)
+        key_json["trailing"] = b64(trailing)
         warnings.append(f"{len(trailing)} byte(s) after the TransactionLogKey kept raw")
     return key_json, f"transaction_metadata::transactionalId={transactional_id}", transactional_id
 
@@ -190,8 +191,8 @@ def _decode_value(value: bytes, warnings: list[str]) -> tuple[dict, str | None]:
     version, body = _split_version(value)
     if version is None:
         warnings.append(f"value is {len(value)} byte(s); it starts with an int16 version")
-        return {"version": None, "raw": _b64(value)}, None
-    raw = {"version": version, "raw": _b64(body)}
+        return {"version": None, "raw": b64(value)}, None
+    raw = {"version": version, "raw": b64(body)}
     schema = TRANSACTION_LOG_VALUE.get(version)
     if schema is None:
         warnings.append(f"Unknown version {version} from the transaction log message value; "
@@ -211,7 +212,7 @@ def _decode_value(value: bytes, warnings: list[str]) -> tuple[dict, str | None]:
                         f"TransactionLogValue kept raw under {UNKNOWN_TAGGED_FIELDS}")
     value_json = {"version": version, "data": data}
     if trailing:  # Kafka ignores them
-        value_json["trailing"] = _b64(trailing)
+        value_json["trailing"] = b64(trailing)
         warnings.append(f"{len(trailing)} byte(s) after the TransactionLogValue kept raw")
 
     status = parsed.transactionStatus
@@ -257,7 +258,7 @@ def _plain(obj: object, unknown_tags: list[int]) -> object:
                 for unknown in item.get("_unknown", ()):
                     unknown_tags.append(unknown["tag"])
                     out.setdefault(UNKNOWN_TAGGED_FIELDS, []).append(
-                        {"tag": unknown["tag"], "data": _b64(unknown["data"])})
+                        {"tag": unknown["tag"], "data": b64(unknown["data"])})
             elif not name.startswith("_"):  # construct's own entries, such as "_io"
                 out[name] = _plain(item, unknown_tags)
         return out
@@ -270,10 +271,6 @@ def _describe(exc: ConstructError) -> str:
     message = str(exc).split("\n", 1)[-1]
     field = (exc.path or "").replace("(parsing)", "").replace(" -> ", ".").strip(".")
     return f"{message} (in {field})" if field else message
-
-
-def _b64(data: bytes) -> str:
-    return base64.b64encode(data).decode("ascii")
 
 
 def _join(warnings: list[str]) -> str | None:
