@@ -16,7 +16,6 @@ txnTimeoutMs=M` (one line), or `<DELETE>` for a tombstone.
 """
 from __future__ import annotations
 
-import base64
 import io
 from dataclasses import dataclass
 from enum import IntEnum
