@@ -23,6 +23,9 @@ SUBCOMMANDS = {
     "rebuild-index": ("rebuild_index", "Rebuild .index/.timeindex/.txnindex exactly as Kafka's recovery does."),
     "lookup": ("lookup", "Find a record by offset or timestamp through the sparse indexes, as Kafka does."),
     "txns": ("txns", "List each producer's transactions (committed, aborted, open) and the last stable offset."),
+    "retention": ("retention", "Which segments Kafka's retention would delete now or at a given time, and why."),
+    "compaction": ("compaction", "What Kafka's log cleaner would remove from a compacted partition, and why."),
+    "diverge": ("diverge", "Where copies of one partition from several brokers diverge, and what a failover would truncate."),
 }
 
 
