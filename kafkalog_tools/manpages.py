@@ -48,7 +48,8 @@ def render(command: click.Command, name: str, summary: str, parent: click.Contex
         f".SH OPTIONS\n{_options(command, ctx)}",
     ]
     if isinstance(command, click.Group):
-        see = ", ".join(f"kafkalog\\-{_escape(sub)}(1)" for sub in SUBCOMMANDS)
+        ctx = click.Context(command, info_name="kafkalog")
+        see = ", ".join(f"kafkalog\\-{_escape(sub)}(1)" for sub in command.list_commands(ctx))
         sections.append(f".SH SEE ALSO\n{see}")
     return "\n".join(sections) + "\n"
 
