@@ -13,10 +13,8 @@ import io
 import struct
 import time
 import tracemalloc
-import zlib
 from pathlib import Path
 
-import lz4.block
 import lz4.frame
 import pytest
 import snappy
@@ -27,6 +25,8 @@ from hypothesis import strategies as st
 from kafkalog_tools import codecs
 from kafkalog_tools.codecs import lz4_codec, snappy_codec
 from kafkalog_tools.errors import CorruptDataError, DecompressionError
+from kafkalog_tools.fuzz.bombs import (CRC32_OF_1_GIB_OF_ZEROS, GIB, MIB, gzip_zeros, lz4_zeros, raw_snappy_zeros,
+                                     xerial_zeros, zstd_zeros)
 from kafkalog_tools.formats.segment import SegmentFile
 from kafkalog_tools.output.java_text import decode_utf8
 from tests.strategies import GOLDEN_LOGS
@@ -274,58 +274,6 @@ def test_zstd_cut_short_is_a_decompression_error():
 # ---------------------------------------------------------------------------------------------
 # Decompression bombs: 1 GiB of zeros, a 1 MiB limit
 # ---------------------------------------------------------------------------------------------
-
-GIB = 1 << 30
-MIB = 1 << 20
-CRC32_OF_1_GIB_OF_ZEROS = 0x5B64C2B0  # zlib.crc32(bytes(1 << 30)), computed once (0.5 s)
-
-
-def gzip_zeros(mib: int, crc: int | None = None) -> bytes:
-    """One gzip member of `mib` MiB of zeros, built without compressing them all: after a full flush
-    the deflater's state is reset, so each further MiB of zeros compresses to the same bytes."""
-    deflater = zlib.compressobj(9, zlib.DEFLATED, 31)
-    first = deflater.compress(bytes(MIB)) + deflater.flush(zlib.Z_FULL_FLUSH)
-    middle = deflater.compress(bytes(MIB)) + deflater.flush(zlib.Z_FULL_FLUSH)
-    raw = zlib.compressobj(9, zlib.DEFLATED, -15)
-    last = raw.compress(bytes(MIB)) + raw.flush()
-    crc = zlib.crc32(bytes(mib * MIB)) if crc is None else crc
-    return first + middle * (mib - 2) + last + struct.pack("<II", crc, (mib * MIB) & 0xFFFFFFFF)
-
-
-def lz4_zeros(blocks: int) -> bytes:
-    """Kafka's lz4 frame (magic >= 1 header checksum) of `blocks` 64 KiB blocks of zeros."""
-    block = lz4.block.compress(bytes(64 * 1024), store_size=False)
-    return bytes.fromhex("04224d18604082") + (struct.pack("<I", len(block)) + block) * blocks + b"\x00" * 4
-
-
-def xerial_zeros(chunks: int) -> bytes:
-    """snappy-java's framing of `chunks` 32 KiB chunks of zeros (snappy compresses at most ~21:1,
-    so this 1 GiB bomb is itself 48 MiB)."""
-    chunk = snappy.compress(bytes(32 * 1024))
-    return snappy_codec.XERIAL_HEADER + (struct.pack(">i", len(chunk)) + chunk) * chunks
-
-
-def raw_snappy_zeros(size: int) -> bytes:
-    """A raw snappy block of `size` zeros: a 1-byte literal, then copies of 64 bytes at offset 1."""
-    copies, rest = divmod(size - 1, 64)
-    out = bytearray()
-    n = size
-    while n >= 0x80:
-        out.append(n & 0x7F | 0x80)
-        n >>= 7
-    out.append(n)
-    out += b"\x00\x00" + b"\xfe\x01\x00" * copies
-    if rest:
-        out += bytes([(rest - 1) << 2 | 2, 1, 0])
-    return bytes(out)
-
-
-def zstd_zeros(mib: int) -> bytes:
-    """A streamed zstd frame (no content size in its header) of `mib` MiB of zeros."""
-    compressor = zstandard.ZstdCompressor(level=1).compressobj()
-    zeros = bytes(MIB)
-    return b"".join(compressor.compress(zeros) for _ in range(mib)) + compressor.flush()
-
 
 BOMBS = {
     "gzip": (GZIP, lambda: gzip_zeros(GIB // MIB, CRC32_OF_1_GIB_OF_ZEROS)),
