@@ -24,13 +24,14 @@ import struct
 import zlib
 from array import array
 from dataclasses import dataclass, field
+from operator import itemgetter
 from pathlib import Path
-from typing import Callable, Iterable, Iterator
+from typing import Callable, Iterable, Iterator, NamedTuple
 
 from .crc import crc32c
 from .errors import CorruptDataError, InputError, KafkaLogError
 from .formats import checkpoint, producer_snapshot, properties
-from .formats.batch import INT32_MAX, Batch
+from .formats.batch import INT32_MAX, Batch, Record
 from .formats.index_file import IndexFile
 from .formats.logdir import LogDir, PartitionDir, Segment, classify
 from .formats.offset_index import OffsetIndex
@@ -94,6 +95,12 @@ class Summary:
         if finding.code == "io-error":
             self.io_errors += 1
 
+    def add(self, other: "Summary") -> None:
+        """Add another summary's counts (every field but `paths`)."""
+        for name, value in vars(other).items():
+            if name != "paths" and value is not None:
+                setattr(self, name, (getattr(self, name) or 0) + value)
+
     def to_json(self) -> dict:
         return {"type": "summary", **vars(self)}
 
@@ -114,7 +121,14 @@ class _Target:
 
 
 class Verification:
-    """Verify segment files, partition dirs or log dirs; iterate to get the findings."""
+    """Verify segment files, partition dirs or log dirs; iterate to get the findings.
+
+    Two stages, one implementation for every scheduler: `check_segment` reads one segment's own
+    files (batches, CRCs, records, damage, offset and time indexes) and needs nothing else;
+    `_PartitionCheck` then carries what crosses segments (offset order, leader epochs, producer
+    state, snapshots, transaction indexes) through the compact per-batch facts stage 1 returns.
+    Here both stages run in this process; `kafkalog_tools.spark` runs them on Spark executors.
+    """
 
     def __init__(self, paths: Iterable[str], *, deep: bool = True, on_progress: ProgressCallback | None = None,
                  max_findings_per_code: int = MAX_FINDINGS_PER_CODE):
@@ -122,39 +136,56 @@ class Verification:
         self.on_progress = on_progress
         self.max_findings_per_code = max_findings_per_code
         self.targets = [_resolve(path) for path in paths]
-        self.summary = Summary(paths=len(self.targets), records=0 if deep else None)
+        self.target_summaries = [Summary(paths=1, records=0 if deep else None) for _ in self.targets]
+        """Totals per path given (the Spark summary table shows them per log dir)."""
         self.total_bytes = sum(_file_size(s.log) for t in self.targets for p, named in t.partitions
                                for s in (named if named is not None else p.segments) if s.log is not None)
 
+    @property
+    def summary(self) -> Summary:
+        """Totals over every path given."""
+        total = Summary(paths=len(self.targets), records=0 if self.deep else None)
+        for part in self.target_summaries:
+            total.add(part)
+        return total
+
     def __iter__(self) -> Iterator[Finding]:
-        for target in self.targets:
+        for target, summary in zip(self.targets, self.target_summaries):
             counts: dict[tuple[str, str], int] = {}
-            for finding in self._target_findings(target):
+            for finding in self._target_findings(target, summary):
                 key = (finding.file, finding.code)
                 counts[key] = counts.get(key, 0) + 1
                 if counts[key] > self.max_findings_per_code:
-                    self.summary.suppressed += 1
+                    summary.suppressed += 1
                     continue
-                self.summary.count(finding)
+                summary.count(finding)
                 yield finding
             for (file, code), count in counts.items():
                 if count > self.max_findings_per_code:
                     note = Finding(INFO, "findings-suppressed", file, None,
                                    f"{count - self.max_findings_per_code} more '{code}' findings in this file "
                                    f"are not shown", {"suppressed": count - self.max_findings_per_code})
-                    self.summary.count(note)
+                    summary.count(note)
                     yield note
 
-    def _target_findings(self, target: _Target) -> Iterator[Finding]:
+    def _target_findings(self, target: _Target, summary: Summary) -> Iterator[Finding]:
         facts: dict[tuple[str, int], _PartitionFacts] = {}
         if target.log_dir is not None:
             yield from _check_log_dir_files(target.log_dir)
-        for partition, named in target.partitions:
-            check = _PartitionCheck(partition, named, self.deep, self.summary, self.on_progress)
+        for check in self._partition_checks(target, summary):
             yield from check.run()
-            facts[partition.topic_partition] = check.facts
+            facts[check.topic_partition] = check.facts
         if target.log_dir is not None:
             yield from _check_offset_checkpoints(target.log_dir, facts)
+
+    def _partition_checks(self, target: _Target, summary: Summary) -> Iterator["_PartitionCheck"]:
+        """Stage 2 of each partition of `target`, in order (the Spark scheduler replaces this with
+        the same checks run on executors)."""
+        for partition, named in target.partitions:
+            yield _PartitionCheck(partition, named, self.deep, summary, self._check_segment)
+
+    def _check_segment(self, segment: Segment, is_active: bool) -> "SegmentReport":
+        return check_segment(segment, is_active, self.deep, self.on_progress)
 
 
 def _resolve(path: str) -> _Target:
@@ -250,19 +281,23 @@ def _check_offset_checkpoints(log_dir: LogDir, facts: dict[tuple[str, int], _Par
 
 
 # ---------------------------------------------------------------------------------------------
-# A partition: its segments in order, producer state, leader epochs, snapshots
+# Stage 2, a partition: its segments in order, producer state, leader epochs, snapshots
 # ---------------------------------------------------------------------------------------------
+
+SegmentChecker = Callable[[Segment, bool], "SegmentReport"]
+"""Stage 1 of (segment, is_active): run here, or looked up from an executor's result."""
 
 
 class _PartitionCheck:
     def __init__(self, partition: PartitionDir, named: list[Segment] | None, deep: bool, summary: Summary,
-                 on_progress: ProgressCallback | None):
+                 check_segment: SegmentChecker):
         self.partition = partition
+        self.topic_partition = partition.topic_partition
         self.whole = named is None
         self.segments = [s for s in (partition.segments if named is None else named) if s.log is not None]
         self.deep = deep
         self.summary = summary
-        self.on_progress = on_progress
+        self.check_segment = check_segment
         self.facts = _PartitionFacts()
         self.last_offset: int | None = None
         """Last offset of the last intact batch so far (offsets must keep increasing)."""
@@ -280,17 +315,16 @@ class _PartitionCheck:
             return
         yield from self._start_producer_state()
         last_base = self.partition.segments[-1].base_offset
-        previous: _SegmentResult | None = None
+        previous_last: int | None = None
         for segment in self.segments:
-            result = _SegmentResult(segment)
-            yield from self._check_segment(segment, result, is_active=segment.base_offset == last_base)
-            if previous is not None and result.first_offset is not None and previous.last_offset is not None \
-                    and result.first_offset <= previous.last_offset:
+            report = self.check_segment(segment, segment.base_offset == last_base)
+            yield from self._replay_segment(segment, report)
+            first = report.batches[0].base_offset if report.batches else None
+            if previous_last is not None and first is not None and first <= previous_last:
                 yield Finding(ERROR, "segment-overlap", str(segment.log), 0,
-                              f"the segment starts at offset {result.first_offset}, not after the previous "
-                              f"segment's last offset {previous.last_offset}",
-                              {"previous_last_offset": previous.last_offset})
-            previous = result
+                              f"the segment starts at offset {first}, not after the previous "
+                              f"segment's last offset {previous_last}", {"previous_last_offset": previous_last})
+            previous_last = report.batches[-1].last_offset if report.batches else None
         last = self.segments[-1]
         self.facts.first_segment_offset = self.partition.segments[0].base_offset
         self.facts.log_end_offset = max(last.base_offset, (self.last_offset + 1) if self.last_offset is not None else 0)
@@ -406,41 +440,167 @@ class _PartitionCheck:
                               f"leader epoch {epoch} (from offset {start}) has no batch in the log "
                               f"(compacted away, or never written)", {"epoch": epoch})
 
-    # -- one segment ---------------------------------------------------------------------------
+    # -- one segment's facts, in order -----------------------------------------------------------
 
-    def _check_segment(self, segment: Segment, result: _SegmentResult, is_active: bool) -> Iterator[Finding]:
-        try:
-            log = SegmentFile(segment.log)
-        except InputError as exc:
-            yield _from_error(exc, "io-error", str(segment.log))
+    def _replay_segment(self, segment: Segment, report: SegmentReport) -> Iterator[Finding]:
+        """Merge stage 1's findings of a segment with what its batches mean for the partition, in
+        the order one pass over the segment finds them (by position, then batch, then check)."""
+        if not report.opened:
+            yield from (finding for _, finding in report.log_findings)
             return
-        with log:
-            self.summary.segments += 1
-            self.summary.log_bytes += log.file_size
-            self.sink = []
-            scan = _LogScan(self, log, result)
-            scan.run()
-            yield from sorted(self.sink, key=lambda f: -1 if f.position is None else f.position)
-            table = scan.table
-            yield from _check_offset_index(segment, log, table, is_active)
-            yield from _check_time_index(segment, log, table, is_active)
-            yield from _check_txn_index(segment, result, self.exact_state)
+        self.summary.add(report.counts)
+        ordered = list(report.log_findings)
+        aborted: list[AbortedTxn] = []
+        abort_markers: set[tuple[int, int]] = set()
+        for ordinal, batch in enumerate(report.batches):
+            self._replay(batch, ordinal, ordered, aborted, abort_markers)
+        ordered.sort(key=itemgetter(0))
+        yield from (finding for _, finding in ordered)
+        yield from report.index_findings
+        yield from _check_txn_index(segment, report, aborted, abort_markers, self.exact_state)
+
+    def _replay(self, batch: BatchFacts, ordinal: int, ordered: list, aborted: list[AbortedTxn],
+                abort_markers: set[tuple[int, int]]) -> None:
+        if self.last_offset is not None and batch.base_offset <= self.last_offset:
+            finding = Finding(ERROR, "offset-not-increasing", batch.path, batch.position,
+                              f"batch offsets {batch.base_offset}..{batch.last_offset} do not follow the previous "
+                              f"last offset {self.last_offset}", {"previous_last_offset": self.last_offset})
+            ordered.append(((batch.position, ordinal, _RANK_ORDER), finding))
+        self._check_leader_epoch(batch, ordinal, ordered)
+        self.sink = []
+        self._apply_producer_state(batch, aborted, abort_markers)
+        ordered.extend(((_position_key(finding), ordinal, _RANK_PRODUCER), finding) for finding in self.sink)
+        self.last_offset = batch.last_offset if self.last_offset is None else max(self.last_offset, batch.last_offset)
+
+    def _check_leader_epoch(self, batch: BatchFacts, ordinal: int, ordered: list) -> None:
+        epochs = self.epochs
+        epoch = batch.partition_leader_epoch
+        if batch.magic < 2 or epoch < 0:
+            return
+        if epochs and epoch < epochs[-1][0]:
+            finding = Finding(
+                ERROR, "leader-epoch-decreased", batch.path, batch.position,
+                f"leader epoch {epoch} at offset {batch.base_offset} is lower than epoch {epochs[-1][0]} which "
+                f"started at offset {epochs[-1][1]}", {"epoch": epoch, "previous_epoch": epochs[-1][0]})
+            ordered.append(((batch.position, ordinal, _RANK_EPOCH), finding))
+        elif not epochs or epoch > epochs[-1][0]:
+            epochs.append((epoch, batch.base_offset))
+
+    def _apply_producer_state(self, batch: BatchFacts, aborted: list[AbortedTxn],
+                              abort_markers: set[tuple[int, int]]) -> None:
+        if self.whole:
+            self.compare_snapshots_before(batch.base_offset if batch.magic >= 2 else batch.last_offset)
+        try:
+            txn = self.state.apply(batch)
+        except ProducerStateError as exc:
+            self.sink.append(_from_error(exc, "transaction-state-invalid", batch.path))
+            return
+        except CorruptDataError as exc:
+            if not self.deep:  # a deep check has reported the unreadable marker already
+                self.sink.append(_from_error(exc, "record-corrupt", batch.path))
+            return
+        if txn is not None:
+            aborted.append(txn)
+        if batch.is_control and batch.producer_id >= 0:
+            records = batch.records()
+            if records and records[0].control is not None and records[0].control.name == "ABORT":
+                abort_markers.add((batch.producer_id, batch.base_offset))
+
+
+# Where a finding goes among those at the same position of a segment: the order in which one
+# pass over a batch makes them (stage 1 and stage 2 findings interleave).
+_RANK_BASE_OFFSET, _RANK_ORDER, _RANK_BOUNDS, _RANK_EPOCH, _RANK_RECORDS, _RANK_PRODUCER, _RANK_AFTER = range(7)
+
+
+def _position_key(finding: Finding) -> int:
+    return -1 if finding.position is None else finding.position
+
+
+# ---------------------------------------------------------------------------------------------
+# Stage 1, a segment: the .log (every batch, damage and resynchronisation) and its indexes
+# ---------------------------------------------------------------------------------------------
+
+
+class BatchFacts(NamedTuple):
+    """What stage 2 needs of an intact batch: offsets, leader epoch, producer fields and, for a
+    transaction marker, its first control record. It answers ProducerState as a `Batch` would."""
+
+    path: str
+    position: int
+    base_offset: int
+    """As verify reads it: a legacy wrapper whose inner offsets are unreadable gives its last offset."""
+    last_offset: int
+    magic: int
+    partition_leader_epoch: int
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+    last_sequence: int
+    is_transactional: bool
+    is_control: bool
+    max_timestamp: int
+    marker: list[Record] | CorruptDataError | None
+    """A producer's control batch: its first record, or why its records cannot be read."""
+
+    @classmethod
+    def of(cls, batch: Batch, base: int) -> "BatchFacts":
+        marker = None
+        if batch.is_control and batch.magic >= 2 and batch.producer_id >= 0:
+            try:
+                marker = batch.records()[:1]
+            except CorruptDataError as exc:
+                marker = CorruptDataError(exc.message, path=exc.path, position=exc.position,
+                                          expected=_plain(exc.expected), actual=_plain(exc.actual))
+        return cls(batch.path, batch.position, base, batch.last_offset, batch.magic, batch.partition_leader_epoch,
+                   batch.producer_id, batch.producer_epoch, batch.base_sequence, batch.last_sequence,
+                   batch.is_transactional, batch.is_control, batch.max_timestamp, marker)
+
+    def records(self) -> list[Record]:
+        if isinstance(self.marker, CorruptDataError):
+            raise self.marker
+        return self.marker or []
 
 
 @dataclass
-class _SegmentResult:
-    segment: Segment
-    first_offset: int | None = None
-    last_offset: int | None = None
-    aborted: list[AbortedTxn] = field(default_factory=list)
-    """Aborted transactions that the producer state says this segment's ABORT markers end."""
-    abort_markers: set[tuple[int, int]] = field(default_factory=set)
-    """(producer id, offset) of every ABORT marker in the segment."""
+class SegmentReport:
+    """Stage 1 of one segment: what its own files say, and the facts stage 2 carries across
+    segments. Picklable: it comes back from a Spark executor as it is."""
+
+    log: str
+    counts: Summary
+    """segments, log_bytes, batches, records, intact_bytes, damaged_bytes."""
+    opened: bool = True
+    log_findings: list[tuple[tuple[int, int, int], Finding]] = field(default_factory=list)
+    """The .log's findings keyed (position, batch ordinal, rank), to merge with stage 2's."""
+    batches: list[BatchFacts] = field(default_factory=list)
+    """Every intact batch, in file order."""
+    index_findings: list[Finding] = field(default_factory=list)
+    """The .index's and the .timeindex's."""
+    txn_entries: list[AbortedTxn] | None = None
+    txn_findings: list[Finding] = field(default_factory=list)
+    """What the .txnindex says on its own; stage 2 compares its entries with the ABORT markers."""
 
 
-# ---------------------------------------------------------------------------------------------
-# The .log: every batch, damage and resynchronisation
-# ---------------------------------------------------------------------------------------------
+def check_segment(segment: Segment, is_active: bool, deep: bool = True,
+                  on_progress: ProgressCallback | None = None) -> SegmentReport:
+    """Stage 1: everything a segment's own files say (batches, CRCs, records, damage, offset and
+    time indexes). Needs nothing from other segments, so it runs wherever the files can be read."""
+    report = SegmentReport(str(segment.log), Summary(records=0 if deep else None))
+    try:
+        log = SegmentFile(segment.log)
+    except InputError as exc:
+        report.opened = False
+        report.log_findings.append(((0, 0, 0), _from_error(exc, "io-error", str(segment.log))))
+        return report
+    with log:
+        report.counts.segments += 1
+        report.counts.log_bytes += log.file_size
+        scan = _LogScan(log, segment, deep, report, on_progress)
+        scan.run()
+        report.index_findings.extend(_check_offset_index(segment, log, scan.table, is_active))
+        report.index_findings.extend(_check_time_index(segment, log, scan.table, is_active))
+    report.txn_entries, report.txn_findings = _read_txn_index(segment)
+    return report
 
 
 class _BatchTable:
@@ -498,28 +658,36 @@ class _Damage:
 class _LogScan:
     """Walk a segment as Kafka's reader does, check every batch, and step over damage."""
 
-    def __init__(self, check: _PartitionCheck, log: SegmentFile, result: _SegmentResult):
-        self.check = check
+    def __init__(self, log: SegmentFile, segment: Segment, deep: bool, report: SegmentReport,
+                 on_progress: ProgressCallback | None):
         self.log = log
-        self.result = result
+        self.segment = segment
+        self.deep = deep
+        self.report = report
+        self.counts = report.counts
+        self.on_progress = on_progress
         self.table = _BatchTable()
         self.damage: list[_Damage] = []
         self.reported = 0
+        self.last_offset: int | None = None
+        """Largest last offset of this segment's intact batches so far."""
 
     def run(self) -> None:
         position: int | None = 0
         while position is not None:
             position = self._walk_from(position)
+        after = (_RANK_AFTER, len(self.report.batches))  # found after every batch, as one pass finds them
+        findings = self.report.log_findings
         for damage in self.damage:
-            self.check.sink.append(_damage_finding(self.log.path, damage))
-            self.check.summary.damaged_bytes += damage.end - damage.start
-        if self.table and self.table.base_offsets[0] > self.result.segment.base_offset:
-            self.check.sink.append(Finding(
+            findings.append(((damage.start, after[1], after[0]), _damage_finding(self.log.path, damage)))
+            self.counts.damaged_bytes += damage.end - damage.start
+        if self.table and self.table.base_offsets[0] > self.segment.base_offset:
+            findings.append(((0, after[1], after[0]), Finding(
                 INFO, "segment-offset-gap", self.log.path, 0,
                 f"the first batch starts at offset {self.table.base_offsets[0]}, after the base offset "
-                f"{self.result.segment.base_offset} in the file name (compaction or DeleteRecords)"))
-        if self.check.on_progress is not None:
-            self.check.on_progress(self.log.file_size - self.reported)
+                f"{self.segment.base_offset} in the file name (compaction or DeleteRecords)")))
+        if self.on_progress is not None:
+            self.on_progress(self.log.file_size - self.reported)
 
     def _walk_from(self, position: int) -> int | None:
         """Read batches from `position`; return where to continue after damage, or None at the end."""
@@ -573,32 +741,30 @@ class _LogScan:
         self.damage.append(_Damage(start, end, code, what, resync))
 
     def _accept(self, batch: Batch) -> None:
-        check, result, sink = self.check, self.result, self.check.sink
-        base = _base_offset(batch, sink)
-        segment_base = result.segment.base_offset
-        if check.last_offset is not None and base <= check.last_offset:
-            sink.append(Finding(ERROR, "offset-not-increasing", batch.path, batch.position,
-                                f"batch offsets {base}..{batch.last_offset} do not follow the previous last offset "
-                                f"{check.last_offset}", {"previous_last_offset": check.last_offset}))
+        ordinal = len(self.report.batches)
+        findings = self.report.log_findings
+        unreadable: list[Finding] = []
+        base = _base_offset(batch, unreadable)
+        if unreadable:
+            findings.append(((_position_key(unreadable[0]), ordinal, _RANK_BASE_OFFSET), unreadable[0]))
+        segment_base = self.segment.base_offset
         if base < segment_base:
-            sink.append(Finding(ERROR, "offset-below-segment-base", batch.path, batch.position,
-                                f"batch offset {base} is below the segment's base offset {segment_base}"))
+            findings.append(((batch.position, ordinal, _RANK_BOUNDS), Finding(
+                ERROR, "offset-below-segment-base", batch.path, batch.position,
+                f"batch offset {base} is below the segment's base offset {segment_base}")))
         if not 0 <= batch.last_offset - segment_base <= INT32_MAX:
-            sink.append(Finding(ERROR, "offset-overflow", batch.path, batch.position,
-                                f"last offset {batch.last_offset} is not within 2^31-1 of the base offset "
-                                f"{segment_base} (LogSegmentOffsetOverflowException)"))
-        self._check_leader_epoch(batch, base)
-        if check.deep:
-            sink.extend(_record_findings(batch, base, check.summary))
-        self._apply_producer_state(batch)
+            findings.append(((batch.position, ordinal, _RANK_BOUNDS), Finding(
+                ERROR, "offset-overflow", batch.path, batch.position,
+                f"last offset {batch.last_offset} is not within 2^31-1 of the base offset {segment_base} "
+                f"(LogSegmentOffsetOverflowException)")))
+        if self.deep:
+            for finding in _record_findings(batch, base, self.counts):
+                findings.append(((_position_key(finding), ordinal, _RANK_RECORDS), finding))
+        self.report.batches.append(BatchFacts.of(batch, base))
         self.table.add(batch, base)
-        if result.first_offset is None:
-            result.first_offset = base
-        result.last_offset = batch.last_offset
-        check.last_offset = batch.last_offset if check.last_offset is None else max(check.last_offset,
-                                                                                     batch.last_offset)
-        check.summary.batches += 1
-        check.summary.intact_bytes += batch.size
+        self.last_offset = batch.last_offset if self.last_offset is None else max(self.last_offset, batch.last_offset)
+        self.counts.batches += 1
+        self.counts.intact_bytes += batch.size
         if self.damage:
             latest = self.damage[-1]
             latest.intact_bytes += batch.size
@@ -606,42 +772,9 @@ class _LogScan:
             latest.offsets = [latest.offsets[0] if latest.offsets else base, batch.last_offset]
         self._progress(batch.end)
 
-    def _check_leader_epoch(self, batch: Batch, base: int) -> None:
-        epochs = self.check.epochs
-        epoch = batch.partition_leader_epoch
-        if batch.magic < 2 or epoch < 0:
-            return
-        if epochs and epoch < epochs[-1][0]:
-            self.check.sink.append(Finding(
-                ERROR, "leader-epoch-decreased", batch.path, batch.position,
-                f"leader epoch {epoch} at offset {base} is lower than epoch {epochs[-1][0]} which started at "
-                f"offset {epochs[-1][1]}", {"epoch": epoch, "previous_epoch": epochs[-1][0]}))
-        elif not epochs or epoch > epochs[-1][0]:
-            epochs.append((epoch, base))
-
-    def _apply_producer_state(self, batch: Batch) -> None:
-        check = self.check
-        if check.whole:
-            check.compare_snapshots_before(batch.base_offset if batch.magic >= 2 else batch.last_offset)
-        try:
-            aborted = check.state.apply(batch)
-        except ProducerStateError as exc:
-            check.sink.append(_from_error(exc, "transaction-state-invalid", batch.path))
-            return
-        except CorruptDataError as exc:
-            if not check.deep:  # a deep check has reported the unreadable marker already
-                check.sink.append(_from_error(exc, "record-corrupt", batch.path))
-            return
-        if aborted is not None:
-            self.result.aborted.append(aborted)
-        if batch.is_control and batch.producer_id >= 0:
-            records = batch.records()
-            if records and records[0].control is not None and records[0].control.name == "ABORT":
-                self.result.abort_markers.add((batch.producer_id, batch.base_offset))
-
     def _progress(self, position: int) -> None:
-        if self.check.on_progress is not None and position - self.reported >= PROGRESS_STEP:
-            self.check.on_progress(position - self.reported)
+        if self.on_progress is not None and position - self.reported >= PROGRESS_STEP:
+            self.on_progress(position - self.reported)
             self.reported = position
 
     # -- resynchronisation -----------------------------------------------------------------------
@@ -654,8 +787,8 @@ class _LogScan:
         offset, size = _OFFSET_AND_SIZE.unpack_from(buf, position)
         if size < 14 or position + LOG_OVERHEAD + size > end:
             return False
-        floor = self.result.segment.base_offset if self.check.last_offset is None else self.check.last_offset + 1
-        if not floor <= offset <= self.result.segment.base_offset + INT32_MAX:
+        floor = self.segment.base_offset if self.last_offset is None else self.last_offset + 1
+        if not floor <= offset <= self.segment.base_offset + INT32_MAX:
             return False
         magic = buf[position + 16]
         batch_end = position + LOG_OVERHEAD + size
@@ -909,8 +1042,40 @@ def _largest_timestamp_up_to(log: SegmentFile, table: _BatchTable, offset: int) 
     return largest
 
 
-def _check_txn_index(segment: Segment, result: _SegmentResult, exact_state: bool) -> Iterator[Finding]:
-    expected = result.aborted
+def _read_txn_index(segment: Segment) -> tuple[list[AbortedTxn] | None, list[Finding]]:
+    """A .txnindex on its own: its entries (None when absent or unreadable) and what is wrong
+    with it regardless of the log."""
+    if segment.txnindex is None:
+        return None, []
+    file = str(segment.txnindex)
+    try:
+        index = TransactionIndex(segment.txnindex)
+        entries = index.entries()
+    except KafkaLogError as exc:
+        return None, [_from_error(exc, "txnindex-corrupt", file)]
+    findings = []
+    if index.trailing_bytes:
+        findings.append(Finding(WARNING, "txnindex-partial-entry", file, index.entry_count * 34,
+                                f"{index.trailing_bytes} trailing bytes after the last whole 34-byte entry "
+                                f"(Kafka ignores them)"))
+    previous = None
+    for entry in entries:
+        if entry.last_offset < segment.base_offset:
+            findings.append(Finding(ERROR, "txnindex-offset-below-base", file, entry.position,
+                                    f"aborted transaction ending at {entry.last_offset} is below the base offset "
+                                    f"{segment.base_offset}: the broker refuses to load the segment (sanity check)"))
+        if previous is not None and entry.last_offset <= previous:
+            findings.append(Finding(ERROR, "txnindex-entry-order", file, entry.position,
+                                    f"entry ending at {entry.last_offset} does not follow the previous one ending "
+                                    f"at {previous}"))
+        previous = entry.last_offset
+    return entries, findings
+
+
+def _check_txn_index(segment: Segment, report: SegmentReport, expected: list[AbortedTxn],
+                     abort_markers: set[tuple[int, int]], exact_state: bool) -> Iterator[Finding]:
+    """The .txnindex against the aborted transactions that the producer state says this
+    segment's ABORT markers end (`abort_markers`: every ABORT marker, as (producer id, offset))."""
     if segment.txnindex is None:
         if expected:
             yield Finding(ERROR, "txnindex-missing", _index_path(segment, ".txnindex"), None,
@@ -918,31 +1083,15 @@ def _check_txn_index(segment: Segment, result: _SegmentResult, exact_state: bool
                           f"read_committed consumers would see their records",
                           {"aborted": [_txn_json(t) for t in expected]})
         return
-    file = str(segment.txnindex)
-    try:
-        index = TransactionIndex(segment.txnindex)
-        entries = index.entries()
-    except KafkaLogError as exc:
-        yield _from_error(exc, "txnindex-corrupt", file)
+    yield from report.txn_findings
+    if report.txn_entries is None:
         return
-    if index.trailing_bytes:
-        yield Finding(WARNING, "txnindex-partial-entry", file, index.entry_count * 34,
-                      f"{index.trailing_bytes} trailing bytes after the last whole 34-byte entry (Kafka ignores them)")
-    previous = None
-    for entry in entries:
-        if entry.last_offset < segment.base_offset:
-            yield Finding(ERROR, "txnindex-offset-below-base", file, entry.position,
-                          f"aborted transaction ending at {entry.last_offset} is below the base offset "
-                          f"{segment.base_offset}: the broker refuses to load the segment (sanity check)")
-        if previous is not None and entry.last_offset <= previous:
-            yield Finding(ERROR, "txnindex-entry-order", file, entry.position,
-                          f"entry ending at {entry.last_offset} does not follow the previous one ending at {previous}")
-        previous = entry.last_offset
-    actual = {(e.producer_id, e.last_offset): e for e in entries}
+    file = str(segment.txnindex)
+    actual = {(e.producer_id, e.last_offset): e for e in report.txn_entries}
     wanted = {(e.producer_id, e.last_offset): e for e in expected}
     for key, entry in actual.items():
         known = wanted.get(key)
-        if known is None and (exact_state or key not in result.abort_markers):
+        if known is None and (exact_state or key not in abort_markers):
             yield Finding(ERROR, "txnindex-unknown-abort", file, entry.position,
                           f"entry for producer {entry.producer_id} ending at {entry.last_offset} matches no ABORT "
                           f"marker that ends a transaction in this segment", {"entry": _txn_json(entry)})
@@ -1015,10 +1164,15 @@ def _all_zero(buf, start: int, end: int) -> bool:
 def _from_error(exc: KafkaLogError, code: str, file: str) -> Finding:
     extra = {}
     if exc.expected is not None:
-        extra["expected"] = exc.expected if isinstance(exc.expected, (int, str)) else str(exc.expected)
+        extra["expected"] = _plain(exc.expected)
     if exc.actual is not None:
-        extra["actual"] = exc.actual if isinstance(exc.actual, (int, str)) else str(exc.actual)
+        extra["actual"] = _plain(exc.actual)
     return Finding(ERROR, code, exc.path or file, exc.position, exc.message, extra)
+
+
+def _plain(value):
+    """An error's expected/actual as a finding shows it (and as it pickles anywhere)."""
+    return value if value is None or isinstance(value, (int, str)) else str(value)
 
 
 def _file_size(path: Path) -> int:
