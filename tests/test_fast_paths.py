@@ -13,7 +13,10 @@ from __future__ import annotations
 
 import base64
 import dataclasses
+import json
+import os
 import struct
+import tempfile
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,13 +27,14 @@ from construct import Struct
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from kafkalog_tools import codecs
+from kafkalog_tools import codecs, dump
 from kafkalog_tools.errors import CorruptDataError
 from kafkalog_tools.formats import control, legacy, offset_index, producer_snapshot, time_index, txn_index
 from kafkalog_tools.formats import record_batch as rb
 from kafkalog_tools.formats.batch import ControlRecord, Record
+from kafkalog_tools.output import json_line, jsonl
 from kafkalog_tools.schema import derive_struct, field_names
-from tests.conftest import GOLDEN
+from tests.conftest import GOLDEN, REAL
 from tests.strategies import (
     GOLDEN_LEGACY_LOGS,
     GOLDEN_OFFSET_INDEXES,
@@ -471,3 +475,87 @@ def test_trailing_bytes_after_a_legacy_value_divide_the_paths_as_documented():
     assert (message["key"], message["value"], message["crc_valid"]) == (b"k", b"v", True)
     with pytest.raises(Exception):
         REFERENCE.legacy_message(bytes(padded), 0, len(padded))
+
+
+# ---------------------------------------------------------------------------------------------
+# JSON Lines: the fast renderer (orjson, per-batch templates) against json.dumps of each object
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class JsonPath:
+    name: str
+    lines: Callable  # (dump item, bytes mode) -> list of lines
+
+
+FAST_JSON = JsonPath("fast", jsonl.lines)
+REFERENCE_JSON = JsonPath("reference", lambda item, mode: [json_line(o) for o in jsonl.objects(item, mode)])
+
+
+@pytest.fixture(params=[FAST_JSON, REFERENCE_JSON], ids=lambda path: path.name, scope="module")
+def json_path(request) -> JsonPath:
+    """The fast JSON renderer and the json.dumps reference: each test below runs once with each."""
+    return request.param
+
+
+def _as_json_bytes(data: bytes | None, mode: str) -> tuple[str | None, str | None]:
+    if data is None:
+        return None, None
+    if mode == "auto":
+        try:
+            return data.decode("utf-8"), "utf8"
+        except UnicodeDecodeError:
+            pass
+    return base64.b64encode(data).decode("ascii"), "base64"
+
+
+def _dump_lines(json_path: JsonPath, paths: list[str], mode: str) -> list[str]:
+    return [line for item in dump.dump(paths, dump.DumpOptions(deep=True)) for line in json_path.lines(item, mode)]
+
+
+@EXAMPLES
+@given(spec=generated_batches, mode=st.sampled_from(["auto", "base64"]),
+       text_values=st.lists(st.text(max_size=40), max_size=3))
+def test_generated_records_render_as_what_they_were_built_from(json_path, spec: BatchSpec, mode: str, text_values):
+    texts = [RecordSpec(i, i, t.encode(), ("\x00\"\\\n%" + t).encode(), ((b"h\xff", t.encode()),))
+             for i, t in enumerate(text_values)]  # valid UTF-8 with characters JSON must escape
+    spec = dataclasses.replace(spec, records=spec.records + tuple(texts))
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "100%d-0", "00000000000000000000.log")  # '%' in the file name
+        os.mkdir(os.path.dirname(path))
+        Path(path).write_bytes(build_spec(spec))
+        lines = _dump_lines(json_path, [path], mode)
+    records = [json.loads(line) for line in lines if line.startswith('{"type":"record"')]
+    expected = expected_records(spec, 0)
+    assert len(records) == len(expected)
+    for ours, want in zip(records, expected):
+        key, key_encoding = _as_json_bytes(want.key, mode)
+        value, value_encoding = _as_json_bytes(want.value, mode)
+        headers = [dict(zip(("value", "value_encoding"), _as_json_bytes(v, mode)), key=k.decode("utf-8", "replace"))
+                   for k, v in want.headers]
+        assert ours == {"type": "record", "file": path, "batch_position": 0, "offset": want.offset,
+                        "timestamp": want.timestamp, "sequence": want.sequence, "size": want.size,
+                        "key_size": want.key_size, "value_size": want.value_size, "key": key,
+                        "key_encoding": key_encoding, "value": value, "value_encoding": value_encoding,
+                        "headers": headers}
+
+
+@pytest.mark.parametrize("mode", ["auto", "base64"])
+def test_fast_json_lines_equal_the_reference_on_the_corpus(mode):
+    """Byte for byte over every golden and real log dir: legacy, control, compressed, damaged data."""
+    roots = [str(p) for p in [GOLDEN / "logs", *sorted((GOLDEN / "damaged").glob("*")), *sorted(REAL.glob("*"))]
+             if p.exists()]
+    if not roots:
+        pytest.skip("shared corpus not found")
+    fast = _dump_lines(FAST_JSON, roots, mode)
+    assert sum(line.startswith('{"type":"record"') for line in fast) > 5_000
+    assert fast == _dump_lines(REFERENCE_JSON, roots, mode)
+
+
+def test_a_file_name_orjson_refuses_falls_back_to_json(tmp_path):
+    """Non-UTF-8 file names arrive as surrogate escapes, which orjson rejects; json writes them."""
+    name = os.path.join(os.fsdecode(tmp_path), "bad\udcff", "00000000000000000000.log")
+    os.mkdir(os.path.dirname(name))
+    Path(name).write_bytes(rb.build_batch(0, [rb.build_record(0, 0, b"k", b"v")], base_timestamp=1, max_timestamp=1))
+    fast = _dump_lines(FAST_JSON, [name], "auto")
+    assert fast == _dump_lines(REFERENCE_JSON, [name], "auto") and "\udcff" in fast[-1]

@@ -100,7 +100,7 @@ def command(paths, output_format, deep_iteration, print_data_log, skip_record_me
         problems += _is_problem(item, max_bytes is not None)
         unreadable += isinstance(item, d.Problem) and isinstance(item.error, InputError)
         if output_format == "json":
-            writer.write_json(jsonl.objects(item, bytes_mode))
+            writer.write_lines(jsonl.lines(item, bytes_mode))
         elif isinstance(item, d.Problem):
             if table:
                 table.flush()

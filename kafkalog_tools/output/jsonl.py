@@ -4,13 +4,22 @@ documented in the README ("JSON Lines schema") and kept stable; fields are only 
 Bytes are UTF-8 text when they decode as such, otherwise base64; `*_encoding` says which
 ("utf8" / "base64"), and null stays null. `bytes_mode="base64"` forces base64 for every key and
 value. Header keys are Strings in Kafka, so they are always text.
+
+`lines` renders items the way `json_line(obj)` does for each of `objects(item)`, byte for byte, but
+batches and their records take a fast path: orjson for batch objects and for every string (its
+escaping equals json.dumps(ensure_ascii=False) for every code point, and is ~25x faster on a 1 KiB
+value), and record lines built from a per-batch template without an intermediate dict.
 """
 from __future__ import annotations
 
 import base64
+import binascii
+
+import orjson
 
 from .. import dump as d
 from ..formats.batch import Batch, Record
+from . import json_line
 
 
 def encode_bytes(data: bytes | None, bytes_mode: str) -> tuple[str | None, str | None]:
@@ -147,3 +156,82 @@ def objects(item, bytes_mode: str = "auto") -> list[dict]:
     if isinstance(item, d.UnknownFile):
         return [{"type": "unknown_file", "file": item.path, "reason": item.reason}]
     return []
+
+
+# ---------------------------------------------------------------------------------------------
+# The fast path: the same lines as json_line(obj) for each of objects(item)
+# ---------------------------------------------------------------------------------------------
+
+
+def plain_json_line(obj: dict) -> str:
+    """json_line for an object of str keys, strings, ints, bools, None, lists and dicts of them (no
+    floats: their text differs); orjson refuses surrogate escapes and ints past 64 bits: json then."""
+    try:
+        return orjson.dumps(obj).decode()
+    except TypeError:
+        return json_line(obj)
+
+
+def json_text(text: str) -> str:
+    """A JSON string, as json.dumps(text, ensure_ascii=False) writes it."""
+    try:
+        return orjson.dumps(text).decode()
+    except TypeError:
+        return json_line(text)
+
+
+def _json_bytes(data: bytes | None, base64_only: bool) -> tuple[str, str]:
+    """encode_bytes, as JSON text: (value, encoding). Text decoded from UTF-8 holds no surrogates,
+    so orjson takes all of it."""
+    if data is None:
+        return "null", "null"
+    if not base64_only:
+        try:
+            return orjson.dumps(data.decode("utf-8")).decode(), '"utf8"'
+        except UnicodeDecodeError:
+            pass
+    return '"' + binascii.b2a_base64(data, newline=False).decode("ascii") + '"', '"base64"'
+
+
+_RECORD_FIELDS = ('"offset":%d,"timestamp":%d,"sequence":%d,"size":%d,"key_size":%d,"value_size":%d,"key":%s,'
+                  '"key_encoding":%s,"value":%s,"value_encoding":%s,"headers":[%s]}')
+_HEADER = '{"key":%s,"value":%s,"value_encoding":%s}'
+
+
+def record_lines(batch: Batch, records: list[Record], bytes_mode: str) -> list[str]:
+    """json_line(record_object(batch, r, None, bytes_mode)) for each record, from a template."""
+    head = '{"type":"record","file":%s,"batch_position":%d,' % (json_text(batch.path), batch.position)
+    template = head.replace("%", "%%") + _RECORD_FIELDS  # a file name may hold a '%'
+    base64_only = bytes_mode == "base64"
+    dumps, json_bytes = orjson.dumps, _json_bytes
+    lines = []
+    append = lines.append
+    for record in records:
+        if record.control is not None or record.legacy_magic is not None:
+            append(json_line(record_object(batch, record, None, bytes_mode)))
+            continue
+        key, value, headers = record.key, record.value, record.headers
+        if value is None or base64_only:
+            value_text, value_encoding = json_bytes(value, base64_only)
+        else:  # inlined json_bytes: the common case
+            try:
+                value_text, value_encoding = dumps(value.decode("utf-8")).decode(), '"utf8"'
+            except UnicodeDecodeError:
+                value_text, value_encoding = json_bytes(value, True)
+        key_text, key_encoding = json_bytes(key, base64_only)
+        header_text = ",".join(_HEADER % (dumps(k.decode("utf-8", "replace")).decode(), *json_bytes(v, base64_only))
+                               for k, v in headers) if headers else ""
+        append(template % (record.offset, record.timestamp, record.sequence, record.size,
+                           -1 if key is None else len(key), -1 if value is None else len(value),
+                           key_text, key_encoding, value_text, value_encoding, header_text))
+    return lines
+
+
+def lines(item, bytes_mode: str = "auto") -> list[str]:
+    """The JSON lines for one dump item (json_line of each of `objects(item, bytes_mode)`)."""
+    if isinstance(item, d.BatchItem) and item.decoded is None:
+        out = [plain_json_line(batch_object(item.batch))]
+        if item.records:
+            out.extend(record_lines(item.batch, item.records, bytes_mode))
+        return out
+    return [json_line(obj) for obj in objects(item, bytes_mode)]
