@@ -76,6 +76,15 @@ def read_offsets(path: str | os.PathLike) -> dict[tuple[str, int], int]:
     return {(topic, partition): offset for topic, partition, offset in parse(_read_text(path), 3, path).entries}
 
 
+def partition_offset(partition_path: str | os.PathLike, topic_partition: tuple[str, int], name: str) -> int | None:
+    """A partition's entry in the offset checkpoint `name` of its log dir (the partition dir's
+    parent); None when the file or the entry is absent. A malformed file raises CorruptDataError."""
+    path = os.path.join(os.path.dirname(os.path.abspath(os.fspath(partition_path))), name)
+    if not os.path.isfile(path):
+        return None
+    return read_offsets(path).get(topic_partition)
+
+
 def read_leader_epochs(path: str | os.PathLike) -> list[tuple[int, int]]:
     """A leader-epoch checkpoint as [(epoch, start offset)] in file order."""
     path = os.fspath(path)

@@ -1,0 +1,138 @@
+"""`kafkalog retention`: the CLI over `kafkalog_tools.retention`."""
+from __future__ import annotations
+
+import sys
+
+import click
+
+from .. import retention
+from ..errors import InputError, KafkaLogError
+from ..output import EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE, LineWriter, choose_format
+from ..txns import partitions_of
+from .dump import parse_time
+
+
+def time_option(ctx, param, value):
+    """--now: epoch ms or ISO-8601, parsed as every command parses times."""
+    return parse_time(value)
+
+
+@click.command("retention")
+@click.argument("paths", nargs=-1, required=True, metavar="PATH...")
+@click.option("--now", callback=time_option, metavar="TIME",
+              help="Evaluate retention at this time (epoch ms or ISO-8601; a time without zone is UTC). "
+                   "Default: the current time.")
+@click.option("--retention-ms", type=int, default=retention.DEFAULT_RETENTION_MS, show_default=True,
+              help="The topic's retention.ms; -1 switches time retention off.")
+@click.option("--retention-bytes", type=int, default=retention.UNLIMITED, show_default=True,
+              help="The topic's retention.bytes per partition; -1 is unlimited.")
+@click.option("--log-start-offset", type=click.IntRange(min=0),
+              help="The log start offset. Default: the log dir's log-start-offset-checkpoint entry, never below "
+                   "the first segment's base offset.")
+@click.option("--high-watermark", type=click.IntRange(min=0),
+              help="The high watermark. Default: the log dir's replication-offset-checkpoint entry; without one, "
+                   "the log end offset.")
+@click.option("--cleanup-policy", type=click.Choice(("delete", "compact", "compact,delete")), default="delete",
+              show_default=True, help="The topic's cleanup.policy: without delete only the log start offset applies.")
+@click.option("--format", "output_format", type=click.Choice(("json", "table")),
+              help="json: JSON Lines; table: rich tables. Default: table on a terminal, json on a pipe.")
+def command(paths, now, retention_ms, retention_bytes, log_start_offset, high_watermark, cleanup_policy,
+            output_format):
+    """Say which segments Kafka's retention would delete now (or at --now), and why: by log start
+    offset (the next segment starts at or below it), by size (oldest first while the log exceeds
+    retention.bytes by at least the whole segment), by time (now minus the segment's largest
+    timestamp exceeds retention.ms). Kafka's rules as of 3.8: the passes run in that order and each
+    stops at the first segment it keeps; no segment whose offsets reach the high watermark is
+    deleted, nor an empty last segment; a segment's largest timestamp is its time index's last
+    entry, else the .log file's modification time (a copy that did not keep mtimes changes it).
+
+    Also lists the .deleted, .cleaned and .swap leftovers of interrupted operations and what Kafka's
+    loader does with them at the next start.
+
+    PATH is a partition directory or a log directory (each of its partitions). Nothing is written.
+
+    Exit codes: 0 analysed; 1 a checkpoint or segment could not be read; 2 usage or I/O error.
+    """
+    output_format = choose_format(output_format)
+    settings = retention.RetentionSettings(now, retention_ms, retention_bytes, log_start_offset, high_watermark,
+                                           tuple(cleanup_policy.split(",")))
+    usage = problems = False
+    writer = LineWriter()
+    for path in paths:
+        try:
+            partitions = list(partitions_of([path]))
+        except InputError as exc:
+            click.echo(f"kafkalog: error: {exc}", err=True)
+            usage = True
+            continue
+        for partition in partitions:
+            try:
+                report = retention.analyze_partition(partition, settings)
+            except InputError as exc:
+                click.echo(f"kafkalog: error: {exc}", err=True)
+                usage = True
+                continue
+            except KafkaLogError as exc:
+                click.echo(f"kafkalog: error: {exc}", err=True)
+                problems = True
+                continue
+            problems |= bool(report.problems)
+            if output_format == "json":
+                writer.write_json(report_objects(report))
+            else:
+                _print_table(report)
+    sys.stdout.flush()
+    sys.exit(EXIT_USAGE if usage else EXIT_PROBLEMS if problems else EXIT_OK)
+
+
+def report_objects(report: retention.RetentionReport) -> list[dict]:
+    out = [{"type": "segment", "partition": report.name, "file": s.file, "base_offset": s.base_offset,
+            "upper_bound_offset": s.upper_bound_offset, "size": s.size, "largest_timestamp": s.largest_timestamp,
+            "timestamp_source": s.timestamp_source, "deleted": s.deleted, "deleted_by": s.deleted_by,
+            "reason": s.reason or None, "kept_because": s.kept_because, "snapshot_deleted": s.snapshot if s.deleted else None}
+           for s in report.segments]
+    out.extend({"type": "leftover", "partition": report.name, "file": leftover.file, "kind": leftover.kind,
+                "action": leftover.action} for leftover in report.leftovers)
+    settings = report.settings
+    out.append({
+        "type": "retention_summary", "partition": report.name, "path": report.path, "now": report.now,
+        "retention_ms": settings.retention_ms, "retention_bytes": settings.retention_bytes,
+        "cleanup_policy": ",".join(settings.cleanup_policy), "log_start_offset": report.log_start_offset,
+        "log_start_offset_source": report.log_start_source, "high_watermark": report.high_watermark,
+        "high_watermark_source": report.high_watermark_source, "log_end_offset": report.log_end_offset,
+        "size": report.size, "segments": len(report.segments), "deleted_segments": len(report.deleted),
+        "deleted_bytes": sum(s.size for s in report.deleted), "new_log_start_offset": report.new_log_start_offset,
+        "rolls_new_segment": report.rolled_empty_segment, "notes": report.notes,
+        "problems": report.problems,
+    })
+    return out
+
+
+def _print_table(report: retention.RetentionReport) -> None:
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
+
+    console = Console(highlight=False)
+    table = Table(title=f"{report.path}: retention at {report.now}", title_justify="left")
+    for column in ("segment", "bytes", "largest timestamp", "verdict", "why"):
+        table.add_column(column, overflow="fold")
+    for s in report.segments:
+        verdict = Text(f"delete ({s.deleted_by})", style="bold red") if s.deleted else Text("keep", style="green")
+        why = s.reason if s.deleted else "; ".join(s.kept_because)
+        table.add_row(str(s.base_offset), str(s.size), f"{s.largest_timestamp} ({s.timestamp_source})", verdict, why)
+    if table.row_count:
+        console.print(table)
+    console.print(f"{report.name}: {len(report.deleted)} of {len(report.segments)} segments deleted "
+                  f"({sum(s.size for s in report.deleted)} of {report.size} bytes); log start offset "
+                  f"{report.log_start_offset} ({report.log_start_source}) -> {report.new_log_start_offset}; "
+                  f"high watermark {report.high_watermark} ({report.high_watermark_source}); log end offset "
+                  f"{report.log_end_offset}", markup=False)
+    if report.rolled_empty_segment:
+        console.print("every segment goes: Kafka first rolls a new empty segment at the log end offset", markup=False)
+    for leftover in report.leftovers:
+        console.print(Text(f"leftover {leftover.file}: {leftover.action}", style="yellow"))
+    for note in report.notes:
+        console.print(Text(f"note: {note}", style="yellow"))
+    for problem in report.problems:
+        console.print(Text(f"problem: {problem}", style="bold red"))

@@ -1,0 +1,679 @@
+"""Compaction: what one run of Kafka's log cleaner would do to a compacted partition, and why.
+
+Kafka 3.8 sources: core/.../log/LogCleanerManager.scala (cleanableOffsets, calculateCleanableBytes,
+maxCompactionDelay, grabFilthiestCompactedLog), core/.../log/LogCleaner.scala (LogToClean,
+Cleaner.doClean, buildOffsetMap, buildOffsetMapForSegment, cleanSegments, cleanInto,
+shouldRetainRecord, groupSegmentsBySize, CleanedTransactionMetadata), clients/.../record/
+MemoryRecords.java (filterTo, buildRetainedRecordsInto), DefaultRecordBatch.writeEmptyHeader,
+MemoryRecordsBuilder (KIP-534 delete horizon), UnifiedLog.lastStableOffset.
+
+One run: the dirty section starts at the cleaner-offset-checkpoint entry (the log start offset when
+absent or out of range) and ends at the first uncleanable offset (the last stable offset, the active
+segment, segments younger than min.compaction.lag.ms), rounded down to a segment boundary. The
+offset map holds the latest offset of every key in the dirty section (aborted transactional data
+excluded); then every segment from the start of the log up to the end of the dirty section is
+filtered with it. Records past the map, or that are the latest for their key, stay; tombstones
+stay until their batch's delete horizon (set to now + delete.retention.ms the first time a batch
+holding one is cleaned, KIP-534; V0/V1 tombstones use the segment mtime rule); records without a
+key in the cleaned range go. Aborted transactional data goes; markers go once their transaction's
+data is gone (and, for control batches, past their delete horizon); the last batch of each active
+producer is kept as an empty header to keep its sequence and epoch.
+
+Differences we accept: the offset map is exact (Kafka's holds MD5 hashes in a bounded buffer and
+may stop early when full); aborted transactions come from replaying the producer state, which is
+what a sound .txnindex holds. Everything read is held in memory: this is for forensic-size logs.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .errors import CorruptDataError, InputError, KafkaLogError
+from .formats import checkpoint
+from .formats.batch import Batch, Record
+from .formats.logdir import PartitionDir, Segment
+from .formats.offset_index import OffsetIndex
+from .formats.record_batch import (ATTR_CONTROL, ATTR_DELETE_HORIZON, ATTR_LOG_APPEND_TIME, ATTR_TRANSACTIONAL,
+                                   NO_TIMESTAMP, build_batch, build_record)
+from .formats.segment import BadEntry, SegmentFile, offset_from_name
+from .formats.time_index import TimeIndex
+from .formats.txn_index import AbortedTxn
+from .recovery import ProducerState, ProducerStateError, Rebuild, RebuildOptions, starting_producer_state
+from .retention import (checkpointed, initial_high_watermark, initial_log_start_offset, largest_timestamp,
+                        log_end_offset)
+
+DEFAULT_DELETE_RETENTION_MS = 24 * 60 * 60 * 1000  # delete.retention.ms
+DEFAULT_MIN_CLEANABLE_RATIO = 0.5  # min.cleanable.dirty.ratio
+DEFAULT_SEGMENT_BYTES = 1 << 30  # segment.bytes
+DEFAULT_MAX_INDEX_BYTES = 10 * 1024 * 1024  # segment.index.bytes
+DEFAULT_PRODUCER_ID_EXPIRATION_MS = 24 * 60 * 60 * 1000  # producer.id.expiration.ms
+LONG_MAX = (1 << 63) - 1
+INT_MAX = (1 << 31) - 1
+
+# record fates
+KEPT, SUPERSEDED, TOMBSTONE_EXPIRED, NO_KEY, ABORTED, MARKER_REMOVED = (
+    "kept", "superseded", "tombstone-expired", "no-key", "aborted", "marker-removed")
+# batch outcomes (MemoryRecords.filterTo)
+ORIGINAL, REBUILT, EMPTY_HEADER, DROPPED, UNTOUCHED = "original", "rebuilt", "empty-header", "dropped", "not-cleaned"
+
+
+@dataclass
+class CompactionSettings:
+    now: int | None = None
+    delete_retention_ms: int = DEFAULT_DELETE_RETENTION_MS
+    min_compaction_lag_ms: int = 0
+    max_compaction_lag_ms: int = LONG_MAX
+    min_cleanable_ratio: float = DEFAULT_MIN_CLEANABLE_RATIO
+    segment_bytes: int = DEFAULT_SEGMENT_BYTES
+    max_index_bytes: int = DEFAULT_MAX_INDEX_BYTES
+    producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS
+    first_dirty_offset: int | None = None
+    high_watermark: int | None = None
+
+
+# ---------------------------------------------------------------------------------------------
+# Typed results
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass
+class RecordFate:
+    offset: int
+    key: bytes | None
+    tombstone: bool
+    fate: str
+
+
+@dataclass
+class BatchPlan:
+    """One batch of the log and what this cleaning makes of it."""
+
+    segment: int
+    batch: Batch
+    data: bytes
+    outcome: str = UNTOUCHED
+    records: list[RecordFate] = field(default_factory=list)
+    kept: list[Record] = field(default_factory=list)
+    delete_horizon_ms: int | None = None
+    """The delete horizon the output batch carries."""
+
+    @property
+    def removed(self) -> list[int]:
+        return [r.offset for r in self.records if r.fate != KEPT]
+
+
+@dataclass
+class SegmentSummary:
+    base_offset: int
+    file: str
+    size: int
+    section: str
+    """clean, dirty (cleanable), uncleanable, active."""
+    records: int = 0
+    removed: list[int] = field(default_factory=list)
+    group: int | None = None
+    """Base offset of the cleaned segment this one is merged into (groupSegmentsBySize)."""
+
+
+@dataclass
+class KeyHistory:
+    key: bytes
+    versions: int = 0
+    latest_offset: int = -1
+    latest_is_tombstone: bool = False
+    removed: int = 0
+
+
+@dataclass
+class Tombstone:
+    offset: int
+    key: bytes
+    delete_horizon_ms: int | None
+    """The horizon its batch carries now (None: never cleaned since KIP-534)."""
+    fate: str
+    new_delete_horizon_ms: int | None = None
+
+
+@dataclass
+class CompactionReport:
+    path: str
+    name: str
+    now: int
+    settings: CompactionSettings
+    segments: list[SegmentSummary] = field(default_factory=list)
+    batches: list[BatchPlan] = field(default_factory=list)
+    keys: dict[bytes, KeyHistory] = field(default_factory=dict)
+    tombstones: list[Tombstone] = field(default_factory=list)
+    null_key_offsets: list[int] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+    log_start_offset: int = 0
+    log_end_offset: int = 0
+    high_watermark: int = 0
+    high_watermark_source: str = ""
+    last_stable_offset: int = 0
+    first_dirty_offset: int = 0
+    first_dirty_source: str = ""
+    first_uncleanable_offset: int = 0
+    uncleanable_reason: str = ""
+    clean_bytes: int = 0
+    cleanable_bytes: int = 0
+    would_clean: bool = False
+    clean_reason: str = ""
+    end_offset: int = 0
+    """Where this cleaning stops; the new cleaner-offset-checkpoint entry."""
+    groups: list[list[int]] = field(default_factory=list)
+
+    @property
+    def dirty_ratio(self) -> float:
+        total = self.clean_bytes + self.cleanable_bytes
+        return self.cleanable_bytes / total if total else 0.0
+
+    @property
+    def removed_offsets(self) -> list[int]:
+        return [offset for plan in self.batches for offset in plan.removed]
+
+
+# ---------------------------------------------------------------------------------------------
+# Reading the partition
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass
+class _Segment:
+    segment: Segment
+    size: int
+    mtime_ms: int
+    batches: list[tuple[Batch, bytes]]
+
+
+def _read_segments(segments: list[Segment], report: CompactionReport) -> list[_Segment]:
+    out = []
+    for segment in segments:
+        batches = []
+        with SegmentFile(segment.log) as log:
+            for entry in log.entries():
+                if isinstance(entry, BadEntry) or not entry.crc_valid:
+                    report.problems.append(f"{log.path}: byte {entry.position}: unreadable batch; Kafka's cleaner "
+                                           f"fails here and marks the partition uncleanable; read up to it")
+                    break
+                try:
+                    entry.records()
+                except CorruptDataError as exc:
+                    report.problems.append(f"{exc.located(log.path, entry.position)}; Kafka's cleaner fails here; "
+                                           f"read up to it")
+                    break
+                batches.append((entry, bytes(log.buffer[entry.position:entry.end])))
+            out.append(_Segment(segment, log.file_size, log.mtime_ms, batches))
+    return out
+
+
+def _producer_state(partition: PartitionDir, segments: list[_Segment],
+                    report: CompactionReport) -> tuple[ProducerState, list[AbortedTxn]]:
+    start = starting_producer_state(partition, segments[0].segment.base_offset)
+    if not start.exact:
+        report.notes.append(f"{start.origin}: transactions opened before it are unknown")
+    state, aborted = start.state, []
+    for seg in segments:
+        for batch, _ in seg.batches:
+            try:
+                txn = state.apply(batch)
+            except (ProducerStateError, CorruptDataError) as exc:
+                report.problems.append(str(exc))
+                continue
+            if txn is not None:
+                aborted.append(txn)
+    return state, aborted
+
+
+# ---------------------------------------------------------------------------------------------
+# LogCleanerManager: what is dirty, what can be cleaned, would the cleaner pick this log
+# ---------------------------------------------------------------------------------------------
+
+
+def analyze_partition(partition: PartitionDir, settings: CompactionSettings | None = None) -> CompactionReport:
+    settings = settings or CompactionSettings()
+    now = settings.now if settings.now is not None else int(time.time() * 1000)
+    report = CompactionReport(str(partition.path), partition.name, now, settings)
+    segments = [s for s in partition.segments if s.log is not None]
+    if not segments:
+        report.notes.append("no .log segments")
+        return report
+    report.log_end_offset, problems = log_end_offset(segments)
+    report.problems.extend(problems)
+    report.log_start_offset, _ = initial_log_start_offset(partition, segments[0].base_offset, report.problems)
+    if settings.high_watermark is not None:
+        report.high_watermark = min(max(settings.high_watermark, report.log_start_offset), report.log_end_offset)
+        report.high_watermark_source = "--high-watermark"
+    else:
+        report.high_watermark, report.high_watermark_source = initial_high_watermark(
+            partition, report.log_start_offset, report.log_end_offset, report.problems)
+    read = _read_segments(segments, report)
+    state, aborted = _producer_state(partition, read, report)
+    # UnifiedLog.lastStableOffset: the first unstable offset when below the high watermark
+    report.last_stable_offset = min([report.high_watermark] + list(state.ongoing))
+    _cleanable_offsets(partition, read, report)
+    _cleanable_bytes(read, report)
+    _would_clean(read, report)
+    active_producers = _active_producers(state, now, settings.producer_id_expiration_ms)
+    offset_map, latest = _build_offset_map(read, report, aborted)
+    report.end_offset = latest + 1
+    _clean(read, report, offset_map, latest, aborted, active_producers)
+    _summaries(read, report)
+    return report
+
+
+def _cleanable_offsets(partition: PartitionDir, read: list[_Segment], report: CompactionReport) -> None:
+    """LogCleanerManager.cleanableOffsets."""
+    settings, now = report.settings, report.now
+    if settings.first_dirty_offset is not None:
+        recorded, source = settings.first_dirty_offset, "--first-dirty-offset"
+    else:
+        recorded = checkpointed(partition, "cleaner-offset-checkpoint", report.problems)
+        source = "cleaner-offset-checkpoint"
+    if recorded is None:
+        report.first_dirty_offset, report.first_dirty_source = report.log_start_offset, "log start offset (never cleaned)"
+    elif recorded < report.log_start_offset or recorded > report.log_end_offset:
+        report.first_dirty_offset = report.log_start_offset
+        report.first_dirty_source = f"log start offset ({source} entry {recorded} is out of range; Kafka resets it)"
+    else:
+        report.first_dirty_offset, report.first_dirty_source = recorded, source
+    candidates = [(report.last_stable_offset, "the last stable offset"),
+                  (read[-1].segment.base_offset, "the active segment")]
+    lag = max(settings.min_compaction_lag_ms, 0)
+    if lag > 0:
+        for seg in _non_active_from(read, report.first_dirty_offset):
+            largest, _ = largest_timestamp(seg.segment)
+            if largest > now - lag:
+                candidates.append((seg.segment.base_offset, f"segment {seg.segment.base_offset} is younger than "
+                                   f"min.compaction.lag.ms"))
+                break
+    offset, reason = min(candidates, key=lambda c: c[0])
+    report.first_uncleanable_offset = max(report.first_dirty_offset, offset)
+    report.uncleanable_reason = reason
+
+
+def _non_active_from(read: list[_Segment], offset: int) -> list[_Segment]:
+    """LogSegments.nonActiveLogSegmentsFrom: from the segment holding `offset` to the active one."""
+    non_active = read[:-1]
+    start = max((i for i, s in enumerate(non_active) if s.segment.base_offset <= offset), default=0)
+    return non_active[start:] if offset < read[-1].segment.base_offset else []
+
+
+def _segments_between(read: list[_Segment], start: int, end: int) -> list[_Segment]:
+    """LocalLog.logSegments(from, to): the segment holding `from`, and every later one below `to`."""
+    first = max((i for i, s in enumerate(read) if s.segment.base_offset <= start), default=0)
+    return [s for s in read[first:] if s.segment.base_offset < end]
+
+
+def _cleanable_bytes(read: list[_Segment], report: CompactionReport) -> None:
+    """LogToClean and LogCleanerManager.calculateCleanableBytes."""
+    uncleanable = _non_active_from(read, report.first_uncleanable_offset)
+    first_uncleanable = (uncleanable[0] if uncleanable else read[-1]).segment.base_offset
+    report.first_uncleanable_offset = first_uncleanable
+    report.clean_bytes = sum(s.size for s in read if s.segment.base_offset < report.first_dirty_offset)
+    report.cleanable_bytes = sum(s.size for s in _segments_between(
+        read, min(report.first_dirty_offset, first_uncleanable), first_uncleanable))
+
+
+def _would_clean(read: list[_Segment], report: CompactionReport) -> None:
+    """grabFilthiestCompactedLog: ratio above min.cleanable.dirty.ratio, or max.compaction.lag.ms passed."""
+    settings = report.settings
+    # LogSegment.getFirstBatchTimestamp: the first batch's max timestamp
+    firsts = [s.batches[0][0].max_timestamp for s in _non_active_from(read, report.first_dirty_offset) if s.batches]
+    earliest = min((t for t in firsts if t > 0), default=LONG_MAX)
+    clean_until = report.now - max(settings.max_compaction_lag_ms, 0)
+    overdue = earliest < clean_until
+    total = report.clean_bytes + report.cleanable_bytes
+    if total == 0:
+        report.would_clean, report.clean_reason = False, "no bytes to clean"
+    elif overdue and report.cleanable_bytes > 0:
+        report.would_clean, report.clean_reason = True, "max.compaction.lag.ms has passed for a dirty segment"
+    elif report.dirty_ratio > settings.min_cleanable_ratio:
+        report.would_clean = True
+        report.clean_reason = f"dirty ratio {report.dirty_ratio:.4f} > min.cleanable.dirty.ratio {settings.min_cleanable_ratio}"
+    else:
+        report.would_clean = False
+        report.clean_reason = f"dirty ratio {report.dirty_ratio:.4f} <= min.cleanable.dirty.ratio {settings.min_cleanable_ratio}"
+
+
+def _active_producers(state: ProducerState, now: int, expiration_ms: int) -> dict[int, tuple[int, int]]:
+    """UnifiedLog.lastRecordsOfActiveProducers: producer -> (last data offset or -1, epoch), for the
+    producers ProducerStateManager has not expired (isProducerExpired)."""
+    return {pid: (status.last_offset, status.epoch) for pid, status in state.producers.items()
+            if status.current_txn_first_offset is not None or now - status.last_timestamp < expiration_ms}
+
+
+# ---------------------------------------------------------------------------------------------
+# LogCleaner: the offset map and the filter
+# ---------------------------------------------------------------------------------------------
+
+
+class _TransactionFilter:
+    """CleanedTransactionMetadata: which data batches are aborted, which markers can go."""
+
+    def __init__(self, aborted: list[AbortedTxn]):
+        self.pending = deque(sorted(aborted, key=lambda t: t.first_offset))
+        self.ongoing_aborted: dict[int, dict] = {}
+        self.ongoing_committed: set[int] = set()
+
+    def _consume_up_to(self, offset: int) -> None:
+        while self.pending and self.pending[0].first_offset <= offset:
+            txn = self.pending.popleft()
+            self.ongoing_aborted.setdefault(txn.producer_id, {"txn": txn, "last_batch": None})
+
+    def on_control(self, batch: Batch) -> bool:
+        """True when the control batch can be discarded."""
+        self._consume_up_to(batch.last_offset)
+        records = batch.records()
+        if not records:
+            return True  # an empty control batch was already cleaned
+        name = records[0].control.name if records[0].control else None
+        if name == "ABORT":
+            txn = self.ongoing_aborted.pop(batch.producer_id, None)
+            return not (txn is not None and txn["last_batch"] is not None)
+        if name == "COMMIT":
+            if batch.producer_id in self.ongoing_committed:
+                self.ongoing_committed.discard(batch.producer_id)
+                return False
+            return True
+        return False
+
+    def on_data(self, batch: Batch) -> bool:
+        """True when the data batch belongs to an aborted transaction."""
+        self._consume_up_to(batch.last_offset)
+        if not batch.is_transactional:
+            return False
+        txn = self.ongoing_aborted.get(batch.producer_id)
+        if txn is not None:
+            txn["last_batch"] = batch.last_offset
+            return True
+        self.ongoing_committed.add(batch.producer_id)
+        return False
+
+
+def _build_offset_map(read: list[_Segment], report: CompactionReport,
+                      aborted: list[AbortedTxn]) -> tuple[dict[bytes, int], int]:
+    """Cleaner.buildOffsetMap: the latest offset of each key in [first dirty, first uncleanable)."""
+    start, end = report.first_dirty_offset, report.first_uncleanable_offset
+    dirty = _segments_between(read, start, end) if start < end else []
+    offsets: dict[bytes, int] = {}
+    latest = -1
+    if not dirty:
+        return offsets, latest
+    first_base = dirty[0].segment.base_offset
+    transactions = _TransactionFilter([t for t in aborted if t.last_offset >= first_base and t.first_offset < end])
+    for index, seg in enumerate(dirty):
+        for batch, _ in seg.batches:
+            if batch.is_control:
+                transactions.on_control(batch)
+            elif not transactions.on_data(batch):
+                for record in batch.records():
+                    if record.key is not None and record.offset >= start:
+                        offsets[record.key] = record.offset
+            if batch.last_offset >= start:
+                latest = batch.last_offset
+        latest = (dirty[index + 1].segment.base_offset if index + 1 < len(dirty) else end) - 1
+    return offsets, latest
+
+
+def _clean(read: list[_Segment], report: CompactionReport, offset_map: dict[bytes, int], latest: int,
+           aborted: list[AbortedTxn], active: dict[int, tuple[int, int]]) -> None:
+    """Cleaner.doClean / cleanSegments / cleanInto, one batch at a time."""
+    settings, now = report.settings, report.now
+    cleaned = _segments_between(read, 0, report.end_offset) if latest >= 0 else []
+    clean_part = [s for s in read if s.segment.base_offset < report.first_dirty_offset]
+    legacy_horizon = clean_part[-1].mtime_ms - settings.delete_retention_ms if clean_part else 0
+    transactions = _TransactionFilter(aborted)
+    cleaned_ids = {id(s) for s in cleaned}
+    for seg in read:
+        retain_legacy_deletes = seg.mtime_ms > legacy_horizon
+        for batch, data in seg.batches:
+            plan = BatchPlan(seg.segment.base_offset, batch, data)
+            report.batches.append(plan)
+            if id(seg) not in cleaned_ids:
+                plan.records = [RecordFate(r.offset, r.key, r.value is None and not batch.is_control, KEPT)
+                                for r in batch.records()]
+                plan.kept = batch.records()
+                continue
+            _filter_batch(plan, transactions, offset_map, latest, active, retain_legacy_deletes, now,
+                          settings.delete_retention_ms)
+    report.groups = _group_segments(cleaned, report)
+
+
+def _filter_batch(plan: BatchPlan, transactions: _TransactionFilter, offset_map: dict[bytes, int], latest: int,
+                  active: dict[int, tuple[int, int]], retain_legacy_deletes: bool, now: int,
+                  delete_retention_ms: int) -> None:
+    """cleanInto's RecordFilter (checkBatchRetention, shouldRetainRecord) and MemoryRecords.filterTo."""
+    batch = plan.batch
+    can_discard = transactions.on_control(batch) if batch.is_control else transactions.on_data(batch)
+    if batch.is_control:
+        discard_records = can_discard and batch.delete_horizon_ms is not None and batch.delete_horizon_ms <= now
+    else:
+        discard_records = can_discard
+    last_of_producer = False
+    if batch.producer_id >= 0 and batch.producer_id in active:
+        last_data_offset, epoch = active[batch.producer_id]
+        last_of_producer = (batch.last_offset == last_data_offset if last_data_offset >= 0
+                            else batch.is_control and batch.producer_epoch == epoch)
+    marker_for_empty_txn = can_discard and batch.is_control
+    tombstones = False
+    for record in batch.records():
+        tombstone = record.value is None and not batch.is_control
+        if discard_records:
+            fate = MARKER_REMOVED if batch.is_control else ABORTED
+        elif batch.is_control:
+            fate = KEPT
+        else:
+            fate = _record_fate(batch, record, offset_map, latest, retain_legacy_deletes, now)
+        plan.records.append(RecordFate(record.offset, record.key, tombstone, fate))
+        if fate == KEPT:
+            plan.kept.append(record)
+            tombstones |= record.value is None
+    if plan.kept:
+        set_horizon = batch.magic >= 2 and (tombstones or marker_for_empty_txn) and batch.delete_horizon_ms is None
+        if len(plan.kept) == len(plan.records) and not set_horizon:
+            plan.outcome, plan.delete_horizon_ms = ORIGINAL, batch.delete_horizon_ms
+        else:
+            plan.outcome = REBUILT
+            plan.delete_horizon_ms = now + delete_retention_ms if set_horizon else batch.delete_horizon_ms
+    elif last_of_producer:
+        plan.outcome = EMPTY_HEADER  # BatchRetention.RETAIN_EMPTY
+    else:
+        plan.outcome = DROPPED
+
+
+def _record_fate(batch: Batch, record: Record, offset_map: dict[bytes, int], latest: int,
+                 retain_legacy_deletes: bool, now: int) -> str:
+    """Cleaner.shouldRetainRecord."""
+    if record.offset > latest:
+        return KEPT
+    if record.key is None:
+        return NO_KEY
+    if record.offset < offset_map.get(record.key, -1):
+        return SUPERSEDED
+    if record.value is not None:
+        return KEPT
+    if batch.magic >= 2:
+        retain = batch.delete_horizon_ms is None or now < batch.delete_horizon_ms
+    else:
+        retain = retain_legacy_deletes
+    return KEPT if retain else TOMBSTONE_EXPIRED
+
+
+def _group_segments(cleaned: list[_Segment], report: CompactionReport) -> list[list[int]]:
+    """Cleaner.groupSegmentsBySize: consecutive segments merged while the log and index sizes fit."""
+    settings = report.settings
+    groups: list[list[_Segment]] = []
+    rest = list(cleaned)
+    while rest:
+        group = [rest.pop(0)]
+        log_size = group[0].size
+        index_size, time_size = _index_sizes(group[0].segment)
+        while rest:
+            nxt = rest[0]
+            nxt_index, nxt_time = _index_sizes(nxt.segment)
+            bound = (rest[1].segment.base_offset - 1) if len(rest) > 1 else report.first_uncleanable_offset - 1
+            if not (log_size + nxt.size <= settings.segment_bytes
+                    and index_size + nxt_index <= settings.max_index_bytes
+                    and time_size + nxt_time <= settings.max_index_bytes
+                    and (nxt.size == 0 or bound - group[-1].segment.base_offset <= INT_MAX)):
+                break
+            group.append(rest.pop(0))
+            log_size += nxt.size
+            index_size += nxt_index
+            time_size += nxt_time
+        groups.append(group)
+    return [[s.segment.base_offset for s in group] for group in groups]
+
+
+def _index_sizes(segment: Segment) -> tuple[int, int]:
+    """Bytes of the real entries of the offset and time indexes (what sizeInBytes is once trimmed)."""
+    sizes = []
+    for path, kind, entry in ((segment.index, OffsetIndex, 8), (segment.timeindex, TimeIndex, 12)):
+        try:
+            sizes.append(kind(path, segment.base_offset).valid_count() * entry if path else 0)
+        except KafkaLogError:
+            sizes.append(0)
+    return sizes[0], sizes[1]
+
+
+def _summaries(read: list[_Segment], report: CompactionReport) -> None:
+    group_of = {base: group[0] for group in report.groups for base in group}
+    for seg in read:
+        base = seg.segment.base_offset
+        if seg is read[-1]:
+            section = "active"
+        elif base < report.first_dirty_offset:
+            section = "clean"
+        elif base < report.first_uncleanable_offset:
+            section = "dirty"
+        else:
+            section = "uncleanable"
+        report.segments.append(SegmentSummary(base, str(seg.segment.log), seg.size, section, group=group_of.get(base)))
+    by_base = {s.base_offset: s for s in report.segments}
+    for plan in report.batches:
+        summary = by_base[plan.segment]
+        summary.records += len(plan.records)
+        summary.removed.extend(plan.removed)
+        for fate in plan.records:
+            if fate.key is None:
+                if not plan.batch.is_control:
+                    report.null_key_offsets.append(fate.offset)
+                continue
+            if plan.batch.is_control:
+                continue
+            history = report.keys.setdefault(fate.key, KeyHistory(fate.key))
+            history.versions += 1
+            history.latest_offset = fate.offset
+            history.latest_is_tombstone = fate.tombstone
+            history.removed += fate.fate != KEPT
+            if fate.tombstone:
+                report.tombstones.append(Tombstone(
+                    fate.offset, fate.key, plan.batch.delete_horizon_ms, fate.fate,
+                    plan.delete_horizon_ms if fate.fate == KEPT and plan.outcome == REBUILT else None))
+
+
+# ---------------------------------------------------------------------------------------------
+# --simulate: write the cleaned partition elsewhere
+# ---------------------------------------------------------------------------------------------
+
+
+def simulate(report: CompactionReport, partition: PartitionDir, inputs: list[str | os.PathLike],
+             output_dir: str | os.PathLike) -> Path:
+    """Write the partition as this cleaning leaves it to <output_dir>/<partition>/, with a
+    cleaner-offset-checkpoint (and replication-offset-checkpoint) in <output_dir>, so that the next
+    cleaning can be simulated on it. Indexes are rebuilt by recovery's rules. Returns the new dir."""
+    output_dir = Path(output_dir).resolve()
+    for source in [*inputs, partition.path, partition.path.parent]:
+        source = Path(source).resolve()
+        if output_dir == source or source in output_dir.parents:
+            raise InputError(f"the output dir is inside the input tree ({source}); choose a directory elsewhere",
+                             path=output_dir)
+    target = output_dir / partition.name
+    if target.exists():
+        raise InputError("already exists; choose an empty output dir", path=target)
+    output_dir.mkdir(parents=True, exist_ok=True)
+    staging = output_dir / f".{partition.name}.partial"
+    if staging.exists():
+        shutil.rmtree(staging)
+    staging.mkdir()
+    try:
+        _write_partition(report, partition, staging)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    os.replace(staging, target)
+    if partition.partition >= 0:
+        _update_checkpoint(output_dir / "cleaner-offset-checkpoint", partition.topic_partition, report.end_offset)
+        _update_checkpoint(output_dir / "replication-offset-checkpoint", partition.topic_partition,
+                           report.high_watermark)
+    for _ in Rebuild([target], RebuildOptions(backup=False)):
+        pass
+    return target
+
+
+def _write_partition(report: CompactionReport, partition: PartitionDir, staging: Path) -> None:
+    groups = {group[0]: group for group in report.groups}
+    merged = {base for group in report.groups for base in group[1:]}
+    by_segment: dict[int, list[BatchPlan]] = {}
+    for plan in report.batches:
+        by_segment.setdefault(plan.segment, []).append(plan)
+    for segment in report.segments:
+        if segment.base_offset in merged:
+            continue
+        members = groups.get(segment.base_offset, [segment.base_offset])
+        with open(staging / f"{segment.base_offset:020d}.log", "wb") as out:
+            for base in members:
+                for plan in by_segment.get(base, []):
+                    out.write(output_bytes(plan))
+    for name in ("leader-epoch-checkpoint", "partition.metadata"):
+        if name in partition.files:
+            shutil.copyfile(partition.files[name], staging / name)
+    for snapshot in partition.snapshots:
+        if offset_from_name(snapshot) not in merged:  # UnifiedLog.replaceSegments deletes the merged ones' snapshots
+            shutil.copyfile(snapshot, staging / snapshot.name)
+
+
+def _update_checkpoint(path: Path, topic_partition: tuple[str, int], offset: int) -> None:
+    entries = checkpoint.read_offsets(path) if path.exists() else {}
+    entries[topic_partition] = offset
+    path.write_text(checkpoint.format_offsets(entries))
+
+
+def output_bytes(plan: BatchPlan) -> bytes:
+    """The bytes this cleaning writes for a batch: the original, a rebuilt batch of the kept
+    records (buildRetainedRecordsInto), an empty header (writeEmptyHeader), or nothing."""
+    batch = plan.batch
+    if plan.outcome in (ORIGINAL, UNTOUCHED):
+        return plan.data
+    if plan.outcome == DROPPED:
+        return b""
+    if batch.magic < 2:
+        raise InputError(f"rewriting a V{batch.magic} message set is not supported by --simulate",
+                         path=batch.path, position=batch.position)
+    flags = ((ATTR_TRANSACTIONAL if batch.is_transactional else 0) | (ATTR_CONTROL if batch.is_control else 0)
+             | (ATTR_LOG_APPEND_TIME if batch.timestamp_type == "LogAppendTime" else 0))
+    common = dict(last_offset_delta=batch.last_offset - batch.base_offset, producer_id=batch.producer_id,
+                  producer_epoch=batch.producer_epoch, base_sequence=batch.base_sequence,
+                  partition_leader_epoch=batch.partition_leader_epoch)
+    if plan.outcome == EMPTY_HEADER:
+        return build_batch(batch.base_offset, [], base_timestamp=NO_TIMESTAMP, max_timestamp=batch.max_timestamp,
+                           attributes=flags, **common)
+    kept = plan.kept
+    horizon = plan.delete_horizon_ms
+    base_timestamp = horizon if horizon is not None else kept[0].timestamp
+    if batch.timestamp_type == "LogAppendTime":
+        max_timestamp = batch.max_timestamp
+    else:
+        max_timestamp = max(r.timestamp for r in kept)
+    records = [build_record(r.offset - batch.base_offset, r.timestamp - base_timestamp, r.key, r.value,
+                            r.headers) for r in kept]
+    return build_batch(batch.base_offset, records, base_timestamp=base_timestamp, max_timestamp=max_timestamp,
+                       compression_id=batch.compression_id,
+                       attributes=flags | (ATTR_DELETE_HORIZON if horizon is not None else 0), **common)
+
