@@ -26,7 +26,7 @@ from array import array
 from dataclasses import dataclass, field
 from operator import itemgetter
 from pathlib import Path
-from typing import Callable, Iterable, Iterator, NamedTuple
+from typing import Callable, Iterable, Iterator, Mapping, NamedTuple
 
 from .crc import crc32c
 from .errors import CorruptDataError, InputError, KafkaLogError
@@ -35,6 +35,7 @@ from .formats.batch import INT32_MAX, Batch, Record
 from .formats.index_file import IndexFile
 from .formats.logdir import LogDir, PartitionDir, Segment, classify
 from .formats.offset_index import OffsetIndex
+from .formats.record_batch import skim_records
 from .formats.segment import LOG_OVERHEAD, MAGIC_OFFSET, BadEntry, SegmentFile, Stop
 from .formats.time_index import TimeIndex
 from .formats.txn_index import AbortedTxn, TransactionIndex
@@ -507,6 +508,28 @@ class _PartitionCheck:
                 abort_markers.add((batch.producer_id, batch.base_offset))
 
 
+@dataclass
+class PartitionOutcome:
+    """Stage 2 of a partition finished elsewhere (on a Spark executor), replayed on the driver."""
+
+    topic_partition: tuple[str, int]
+    findings: list[Finding]
+    facts: _PartitionFacts
+    summary: Summary
+
+    def run(self) -> Iterator[Finding]:
+        return iter(self.findings)
+
+
+def check_partition(partition: PartitionDir, named: list[Segment] | None, deep: bool,
+                    reports: Mapping[str, SegmentReport]) -> PartitionOutcome:
+    """Stage 2 of one partition over stage 1 reports made elsewhere, keyed by .log path."""
+    summary = Summary(records=0 if deep else None)
+    check = _PartitionCheck(partition, named, deep, summary, lambda segment, _: reports[str(segment.log)])
+    findings = list(check.run())
+    return PartitionOutcome(check.topic_partition, findings, check.facts, summary)
+
+
 # Where a finding goes among those at the same position of a segment: the order in which one
 # pass over a batch makes them (stage 1 and stage 2 findings interleave).
 _RANK_BASE_OFFSET, _RANK_ORDER, _RANK_BOUNDS, _RANK_EPOCH, _RANK_RECORDS, _RANK_PRODUCER, _RANK_AFTER = range(7)
@@ -846,32 +869,44 @@ def _base_offset(batch: Batch, sink: list[Finding]) -> int:
 
 
 def _record_findings(batch: Batch, base: int, summary: Summary) -> list[Finding]:
-    """Decode every record and check what Kafka's readers rely on: offsets inside the batch and
-    increasing, legacy inner CRCs and wrapper offsets, the batch max timestamp."""
-    try:
-        records = batch.records()
-    except CorruptDataError as exc:
-        return [_from_error(exc, "record-corrupt", batch.path)]
-    summary.records += len(records)
+    """Read every record and check what Kafka's readers rely on: framing, offsets inside the batch
+    and increasing, legacy inner CRCs and wrapper offsets, the batch max timestamp. A V2 batch is
+    skimmed first (every length walked, no Record built); only one the skim refuses is decoded, for
+    the exact finding."""
+    skimmed = None
+    if batch.magic >= 2 and base == batch.base_offset:
+        try:
+            skimmed = skim_records(batch)
+        except CorruptDataError:
+            pass  # decoding reports it
     findings = []
-    previous = None
-    for record in records:
-        if not base <= record.offset <= batch.last_offset or (previous is not None and record.offset <= previous):
-            findings.append(Finding(ERROR, "record-offset-invalid", batch.path, batch.position,
-                                    f"record offset {record.offset} is outside {base}..{batch.last_offset} or does "
-                                    f"not follow the previous record's {previous}", {"offset": record.offset}))
-            break
-        previous = record.offset
-        if record.legacy_crc_valid is False and record.position is None:
-            findings.append(Finding(ERROR, "inner-crc-mismatch", batch.path, batch.position,
-                                    f"inner message {record.offset} of the compressed wrapper fails its CRC-32",
-                                    {"offset": record.offset}))
-    if batch.magic == 0 and batch.compression_id and records and records[-1].offset != batch.last_offset:
-        findings.append(Finding(ERROR, "wrapper-offset-mismatch", batch.path, batch.position,
-                                f"wrapper offset {batch.last_offset} is not its last inner offset "
-                                f"{records[-1].offset}"))
-    if batch.timestamp_type == "CreateTime" and records:
-        largest = max(record.timestamp for record in records)
+    if skimmed is not None:
+        count, largest = skimmed
+    else:
+        try:
+            records = batch.records()
+        except CorruptDataError as exc:
+            return [_from_error(exc, "record-corrupt", batch.path)]
+        count = len(records)
+        previous = None
+        for record in records:
+            if not base <= record.offset <= batch.last_offset or (previous is not None and record.offset <= previous):
+                findings.append(Finding(ERROR, "record-offset-invalid", batch.path, batch.position,
+                                        f"record offset {record.offset} is outside {base}..{batch.last_offset} or "
+                                        f"does not follow the previous record's {previous}", {"offset": record.offset}))
+                break
+            previous = record.offset
+            if record.legacy_crc_valid is False and record.position is None:
+                findings.append(Finding(ERROR, "inner-crc-mismatch", batch.path, batch.position,
+                                        f"inner message {record.offset} of the compressed wrapper fails its CRC-32",
+                                        {"offset": record.offset}))
+        if batch.magic == 0 and batch.compression_id and records and records[-1].offset != batch.last_offset:
+            findings.append(Finding(ERROR, "wrapper-offset-mismatch", batch.path, batch.position,
+                                    f"wrapper offset {batch.last_offset} is not its last inner offset "
+                                    f"{records[-1].offset}"))
+        largest = max((record.timestamp for record in records), default=None)
+    summary.records += count
+    if batch.timestamp_type == "CreateTime" and count:
         if largest != batch.max_timestamp:
             findings.append(Finding(WARNING, "max-timestamp-mismatch", batch.path, batch.position,
                                     f"the batch's max timestamp {batch.max_timestamp} is not its largest record "

@@ -559,3 +559,46 @@ def test_a_file_name_orjson_refuses_falls_back_to_json(tmp_path):
     Path(name).write_bytes(rb.build_batch(0, [rb.build_record(0, 0, b"k", b"v")], base_timestamp=1, max_timestamp=1))
     fast = _dump_lines(FAST_JSON, [name], "auto")
     assert fast == _dump_lines(REFERENCE_JSON, [name], "auto") and "\udcff" in fast[-1]
+
+
+# ---------------------------------------------------------------------------------------------
+# verify's record skim against decoding by the schema
+# ---------------------------------------------------------------------------------------------
+
+
+def _skim_by_reference(batch: rb.RecordBatchV2) -> tuple[int, int] | None:
+    """What skim_records must answer, from the construct reference decode."""
+    if batch.is_control:
+        return None
+    try:
+        records = rb.decode_records_reference(batch)
+    except CorruptDataError:
+        return None
+    deltas = [r.offset - batch.first_offset for r in records]
+    if any(not a < b for a, b in zip([-1] + deltas, deltas)) or any(d > batch.last_offset - batch.first_offset
+                                                                  for d in deltas):
+        return None
+    if not records or batch.timestamp_type == "LogAppendTime":
+        return len(records), batch.max_timestamp
+    return len(records), max(r.timestamp for r in records)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(spec=generated_batches | uncompressed_batches, data=st.data())
+def test_skim_agrees_with_the_reference_decode(spec: BatchSpec, data):
+    raw = bytearray(build_spec(spec))
+    if spec.compression_id == 0 and data.draw(st.booleans(), label="corrupt"):
+        for _ in range(data.draw(st.integers(1, 3), label="mutations")):
+            at = data.draw(st.integers(57, len(raw) - 1), label="position")  # records count, then records
+            raw[at] = data.draw(st.sampled_from([0x00, 0x01, 0x02, 0x7F, 0x80, 0xFF, raw[at] ^ 0x01]), label="byte")
+    if data.draw(st.booleans(), label="shrink last offset delta"):
+        raw[23:27] = struct.pack(">i", data.draw(st.integers(-1, max(0, len(spec.records) - 2)), label="delta"))
+    batch = rb.parse_batch(bytes(raw), 0, "skimmed.log")
+    assert rb.skim_records(batch) == _skim_by_reference(batch)
+
+
+def test_skim_sees_a_record_that_leaves_bytes_unread():
+    record = rb.build_record(0, 0, b"k", b"v")
+    padded = bytes([record[0] + 2]) + record[1:] + b"\x00"  # length says one byte more than the fields use
+    batch = rb.parse_batch(rb.build_batch(0, [padded], base_timestamp=1, max_timestamp=1), 0, "padded.log")
+    assert rb.skim_records(batch) is None and _skim_by_reference(batch) is None
