@@ -1,12 +1,15 @@
 """`kafkalog verify`: the CLI over `kafkalog_tools.verify`."""
 from __future__ import annotations
 
+import os
 import sys
+from contextlib import nullcontext
 
 import click
 
 from .. import verify as v
 from ..output.progress import byte_progress
+from ..spark.options import check_spark_usage, spark_options
 from ..output import EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE, LineWriter, choose_format
 
 SEVERITY_STYLE = {v.ERROR: "bold red", v.WARNING: "yellow", v.INFO: "dim"}
@@ -21,7 +24,8 @@ SEVERITY_STYLE = {v.ERROR: "bold red", v.WARNING: "yellow", v.INFO: "dim"}
 @click.option("--shallow", is_flag=True, help="Check batch headers and CRCs only; do not decode records.")
 @click.option("--max-findings", type=click.IntRange(min=1), default=v.MAX_FINDINGS_PER_CODE, show_default=True,
               help="Findings shown per file and kind; the rest are counted.")
-def command(paths, output_format, shallow, max_findings):
+@spark_options("With --spark: also write the findings as Parquet to DIR/findings.")
+def command(paths, output_format, shallow, max_findings, use_spark, master, spark_conf, output):
     """Check segments, partitions or whole log dirs for everything Kafka's own loading would trip
     over - and nothing that Kafka itself wrote and considers valid.
 
@@ -30,25 +34,57 @@ def command(paths, output_format, shallow, max_findings):
     by byte equality), transaction indexes, snapshots and checkpoints are checked; damage is located
     to the byte and the scan resynchronises past it. Nothing is written.
 
+    With --spark the same findings and summary come from Spark executors (segments balanced by
+    bytes), followed by a summary per path given; paths are reported absolute.
+
     Exit codes: 0 no errors (warnings allowed); 1 errors found; 2 usage or I/O error.
     """
     output_format = choose_format(output_format, tty_default="text")
-    run = v.Verification(paths, deep=not shallow, max_findings_per_code=max_findings)
-    if output_format == "json":
-        writer = LineWriter()
-        with byte_progress(None, run, "verifying"):
-            for finding in run:
-                writer.write_json([finding.to_json()])
-        writer.write_json([run.summary.to_json()])
-    else:
-        from rich.console import Console
+    conf = check_spark_usage(use_spark, master, spark_conf, output)
+    spark = None
+    if use_spark:
+        from ..spark.session import start_session
+        from ..spark.verify import SparkVerification
 
-        console = Console(highlight=False)
-        with byte_progress(console, run, "verifying"):
-            for finding in run:
-                _print_finding(console, finding)
-        _print_summary(console, run.summary)
-    sys.stdout.flush()
+        spark = start_session(master, conf)
+        run = SparkVerification(spark, [os.path.abspath(p) for p in paths], deep=not shallow,
+                                max_findings_per_code=max_findings)
+    else:
+        run = v.Verification(paths, deep=not shallow, max_findings_per_code=max_findings)
+    shown = []  # (path given, finding) for --output
+    try:
+        if output_format == "json":
+            writer = LineWriter()
+            with nullcontext() if spark else byte_progress(None, run, "verifying"):
+                for finding in run:
+                    writer.write_json([finding.to_json()])
+                    if output:
+                        shown.append((run.current_path, finding))
+            if spark:
+                writer.write_json([{**s.to_json(), "type": "path_summary", "path": path}
+                                   for path, s in zip(run.paths, run.target_summaries)])
+            writer.write_json([run.summary.to_json()])
+        else:
+            from rich.console import Console
+
+            console = Console(highlight=False)
+            with nullcontext() if spark else byte_progress(console, run, "verifying"):
+                for finding in run:
+                    _print_finding(console, finding)
+                    if output:
+                        shown.append((run.current_path, finding))
+            if spark:
+                _print_path_summaries(console, run.paths, run.target_summaries)
+            _print_summary(console, run.summary)
+        sys.stdout.flush()
+        if output:
+            from ..spark.schemas import finding_row
+            from ..spark.verify import write_findings
+
+            write_findings(spark, [finding_row(path, finding) for path, finding in shown], output)
+    finally:
+        if spark is not None:
+            spark.stop()
     summary = run.summary
     sys.exit(EXIT_USAGE if summary.io_errors else EXIT_PROBLEMS if summary.errors else EXIT_OK)
 
@@ -64,6 +100,19 @@ def _print_finding(console, finding: v.Finding) -> None:
     console.print(line)
     console.print(f"        {finding.message}", style=None if finding.severity != v.INFO else "dim",
                   markup=False)
+
+
+def _print_path_summaries(console, paths: list[str], summaries: list[v.Summary]) -> None:
+    from rich.table import Table
+
+    table = Table(title="per path")
+    for name in ("path", "partitions", "segments", "batches", "log bytes", "damaged bytes", "errors", "warnings"):
+        table.add_column(name, justify="left" if name == "path" else "right")
+    for path, s in zip(paths, summaries):
+        table.add_row(path, f"{s.partitions:,}", f"{s.segments:,}", f"{s.batches:,}", f"{s.log_bytes:,}",
+                      f"{s.damaged_bytes:,}", f"[bold red]{s.errors}[/]" if s.errors else "0",
+                      f"[yellow]{s.warnings}[/]" if s.warnings else "0")
+    console.print(table)
 
 
 def _print_summary(console, summary: v.Summary) -> None:

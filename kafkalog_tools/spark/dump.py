@@ -1,0 +1,84 @@
+"""`dump --spark --output DIR`: batches and records as Parquet datasets partitioned by topic and
+partition, read on executors by `dump.dump_file` - the single-process dump's own reader."""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from functools import partial
+
+from .. import dump as d
+from ..errors import InputError
+from ..formats import logdir
+from . import jobs, plan, schemas
+
+DATASETS = ("batches", "records", "problems")
+
+
+@dataclass
+class DumpResult:
+    batches: int = 0
+    records: int = 0
+    problems: list[tuple] = field(default_factory=list)
+    """Problem rows (schemas.PROBLEM_FIELDS + topic, partition), also written to `problems/`."""
+    unreadable: list[InputError] = field(default_factory=list)
+    """Paths given that could not be read at all."""
+
+
+def dump_units(paths: list[str]) -> tuple[list[jobs.DumpUnit], list[InputError]]:
+    """Every .log (and KRaft snapshot) under the paths given, with its topic and partition."""
+    units, unreadable = [], []
+    for given in paths:
+        try:
+            found = logdir.classify(given)
+        except InputError as exc:
+            unreadable.append(exc)
+            continue
+        if isinstance(found, logdir.LogDir):
+            partitions = found.partitions
+        elif isinstance(found, logdir.PartitionDir):
+            partitions = [found]
+        else:
+            parsed = logdir.parse_partition_dir_name(os.path.basename(os.path.dirname(os.path.abspath(given))))
+            if d.kind_of(given) in ("log", "checkpoint"):
+                units.append(jobs.DumpUnit(os.path.abspath(given), parsed[0] if parsed else None,
+                                           parsed[1] if parsed else None, os.path.getsize(given)))
+            continue
+        for partition in partitions:
+            files = [s.log for s in partition.segments if s.log is not None] + partition.kraft_snapshots
+            units.extend(jobs.DumpUnit(str(path), partition.topic, partition.partition, _size(path))
+                         for path in files)
+    return units, unreadable
+
+
+def write_parquet(spark, paths: list[str], output: str, options: d.DumpOptions, bytes_mode: str = "auto") -> DumpResult:
+    """Dump every batch and record under `paths` to `output`/{batches,records,problems}."""
+    from pyspark import StorageLevel
+
+    units, unreadable = dump_units(paths)
+    result = DumpResult(unreadable=unreadable)
+    sc = spark.sparkContext
+    groups = plan.balance(units, sc.defaultParallelism)
+    rows = sc.parallelize(groups, max(1, len(groups))).flatMap(
+        partial(jobs.dump_rows, options=options, bytes_mode=bytes_mode,
+                max_bytes_given=options.max_bytes is not None))
+    rows.persist(StorageLevel.MEMORY_AND_DISK)  # one read of the segments for the three datasets
+    try:
+        for kind, dataset, schema in (("batch", "batches", schemas.batch_schema()),
+                                      ("record", "records", schemas.record_schema())):
+            frame = spark.createDataFrame(rows.filter(lambda row, kind=kind: row[0] == kind).map(lambda row: row[1]),
+                                          schema)
+            frame.write.partitionBy("topic", "partition").parquet(f"{output}/{dataset}")
+        result.problems = rows.filter(lambda row: row[0] == "problem").map(lambda row: row[1]).collect()
+    finally:
+        rows.unpersist()
+    spark.createDataFrame(result.problems, schemas.problem_schema()).coalesce(1).write.parquet(f"{output}/problems")
+    result.batches = spark.read.schema(schemas.batch_schema()).parquet(f"{output}/batches").count()
+    result.records = spark.read.schema(schemas.record_schema()).parquet(f"{output}/records").count()
+    return result
+
+
+def _size(path) -> int:
+    try:
+        return os.path.getsize(path)
+    except OSError:
+        return 0

@@ -1,0 +1,49 @@
+"""The `--spark` options shared by `verify` and `dump` (click only: importing this never imports
+pyspark)."""
+from __future__ import annotations
+
+import os
+
+import click
+
+from .session import INSTALL_HINT
+
+
+def spark_options(output_help: str):
+    """--spark, --master, --spark-conf and --output, in that order."""
+    def decorate(command):
+        for option in reversed((
+            click.option("--spark", "use_spark", is_flag=True,
+                         help=f"Run on Spark: segments are read on executors, balanced by bytes. Needs pyspark "
+                              f"({INSTALL_HINT}); under spark-submit it uses that session's master."),
+            click.option("--master", metavar="URL",
+                         help="Spark master with --spark: local[N], spark://host:7077, yarn, k8s://... "
+                              "Default: what spark-submit set, else local[*]."),
+            click.option("--spark-conf", multiple=True, metavar="KEY=VALUE",
+                         help="A Spark setting with --spark (repeatable), e.g. spark.executor.memory=4g."),
+            click.option("--output", metavar="DIR", help=output_help),
+        )):
+            command = option(command)
+        return command
+    return decorate
+
+
+def check_spark_usage(use_spark: bool, master, spark_conf, output, output_needed: bool = False) -> dict[str, str]:
+    """Usage errors (exit 2) for Spark options given without --spark or with bad values; the
+    --spark-conf pairs as a dict."""
+    from .session import parse_conf
+
+    if not use_spark:
+        given = [name for name, value in (("--master", master), ("--spark-conf", spark_conf), ("--output", output))
+                 if value]
+        if given:
+            raise click.UsageError(f"{', '.join(given)} only applies with --spark")
+        return {}
+    if output_needed and not output:
+        raise click.UsageError("--spark writes Parquet: give --output DIR")
+    if output and os.path.exists(output) and (not os.path.isdir(output) or os.listdir(output)):
+        raise click.UsageError(f"--output {output} exists and is not an empty directory: nothing is overwritten")
+    try:
+        return parse_conf(spark_conf)
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from None
