@@ -78,7 +78,11 @@ class Answer:
     time_index_entry: dict | None = None
     scan_start: int | None = None
     bytes_scanned: int = 0
+    """Bytes of .log batches read by scans for this answer."""
     batches_scanned: int = 0
+    index_bytes_read: int = 0
+    """Bytes of .index/.timeindex files read for this answer (an index is read once per reader)."""
+    index_entries_read: int = 0
     warnings: list[str] = field(default_factory=list)
     explanation: list[str] = field(default_factory=list)
 
@@ -94,7 +98,8 @@ class Answer:
             data.update(reason=self.reason, damaged=self.damaged, segment=self.segment)
         data.update(offset_index_entry=self.offset_index_entry, time_index_entry=self.time_index_entry,
                     scan_start=self.scan_start, bytes_scanned=self.bytes_scanned,
-                    batches_scanned=self.batches_scanned, warnings=self.warnings)
+                    batches_scanned=self.batches_scanned, index_bytes_read=self.index_bytes_read,
+                    index_entries_read=self.index_entries_read, warnings=self.warnings)
         if explain:
             data["explanation"] = self.explanation
         return data
@@ -344,16 +349,19 @@ class _SegmentView:
 
     # -- indexes -------------------------------------------------------------------------------
 
-    def offset_entries(self, answer: Answer | None) -> list[OffsetPosition] | None:
-        """The offset index's entries, or None when it is missing, broken or not to be used."""
+    def offset_entries(self, answer: Answer | None, reader: Answer | None = None) -> list[OffsetPosition] | None:
+        """The offset index's entries, or None when it is missing, broken or not to be used. Its
+        warnings go to `answer`, the bytes read are counted in `answer` or `reader`."""
         if self._offset_entries is False:
-            self._offset_entries = self._load(OffsetIndex, self.segment.index, ".index", _offset_entries_problem)
+            self._offset_entries = self._load(OffsetIndex, self.segment.index, ".index", _offset_entries_problem,
+                                              answer or reader)
         self._warn(answer)
         return self._offset_entries
 
     def time_entries(self, answer: Answer | None) -> list[TimestampOffset] | None:
         if self._time_entries is False:
-            self._time_entries = self._load(TimeIndex, self.segment.timeindex, ".timeindex", _time_entries_problem)
+            self._time_entries = self._load(TimeIndex, self.segment.timeindex, ".timeindex", _time_entries_problem,
+                                            answer)
         self._warn(answer)
         return self._time_entries
 
@@ -361,7 +369,7 @@ class _SegmentView:
         if answer is not None:
             answer.warnings.extend(n for n in self._notes if n not in answer.warnings)
 
-    def _load(self, kind, path: Path | None, suffix: str, problem_of) -> list | None:
+    def _load(self, kind, path: Path | None, suffix: str, problem_of, answer: Answer | None) -> list | None:
         if not self.use_indexes:
             return None
         name = self.name[: -len(".log")] + suffix
@@ -373,6 +381,9 @@ class _SegmentView:
         except KafkaLogError as exc:
             self._notes.append(f"{name} cannot be read ({exc.message}): scanning the segment instead")
             return None
+        if answer is not None:
+            answer.index_bytes_read += len(index.data)
+            answer.index_entries_read += index.entry_count
         if index.trailing_bytes:
             self._notes.append(f"{name} is {len(index.data)} bytes, not a whole number of entries: scanning the "
                                f"segment instead")
@@ -393,9 +404,9 @@ class _SegmentView:
         self._offset_entries = None
         answer.warnings.append(note)
 
-    def last_indexed_position(self) -> int:
+    def last_indexed_position(self, reader: Answer | None = None) -> int:
         """Where the part of the segment after its last offset index entry begins."""
-        entries = self.offset_entries(None)
+        entries = self.offset_entries(None, reader)
         return entries[-1].position if entries else 0
 
     def largest_timestamp(self, answer: Answer) -> tuple[int, str]:
@@ -408,7 +419,7 @@ class _SegmentView:
                 largest, source = max((b.max_timestamp for b in self.scan(0, None)), default=-1), "by a scan"
             else:
                 indexed = entries[-1].timestamp if entries else -1
-                tail = max((b.max_timestamp for b in self.scan(self.last_indexed_position(), None)), default=-1)
+                tail = max((b.max_timestamp for b in self.scan(self.last_indexed_position(answer), None)), default=-1)
                 largest, source = max(indexed, tail), "from its time index"
                 if tail > indexed:
                     source = "from its time index and a scan of its unindexed tail"

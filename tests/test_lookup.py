@@ -282,3 +282,37 @@ def test_timestamps_in_milliseconds_or_iso_8601(text, millis):
 def test_what_is_not_a_timestamp(text):
     with pytest.raises(ValueError):
         parse_timestamp(text)
+
+
+# ---------------------------------------------------------------------------------------------
+# What a lookup reads: counted, not timed
+# ---------------------------------------------------------------------------------------------
+
+
+def test_an_offset_lookup_reads_one_index_and_at_most_one_index_interval_of_log(tmp_path):
+    """Many segments: the segment comes from the file names, then one .index is read (whatever the
+    number of segments) and the scan from its entry covers at most one index interval of batches
+    besides the batch the entry points at and the batch holding the answer."""
+    from kafkalog_tools.recovery import DEFAULT_INDEX_INTERVAL_BYTES, Rebuild, RebuildOptions
+
+    partition = tmp_path / "many-0"
+    partition.mkdir()
+    offset, batch_sizes = 0, set()
+    for _ in range(40):  # segments
+        with open(partition / f"{offset:020d}.log", "wb") as log:
+            for count in (3, 1, 7, 2, 5) * 8:  # batches of uneven sizes
+                batch = build_batch(offset, [build_record(i, i, b"k", bytes(300 * (i + 1))) for i in range(count)],
+                                    base_timestamp=offset, max_timestamp=offset + count - 1)
+                batch_sizes.add(len(batch))
+                log.write(batch)
+                offset += count
+    list(Rebuild([partition], RebuildOptions(backup=False)))
+    index_sizes = {p.name[:-6]: p.stat().st_size for p in partition.glob("*.index")}
+    assert len(index_sizes) == 40 and min(index_sizes.values()) > 8
+    for target in range(0, offset, 7):
+        with PartitionReader(partition) as reader:  # nothing cached from an earlier query
+            answer = reader.lookup(Query(OFFSET, target))
+        assert answer.found and answer.offset == target
+        assert answer.index_bytes_read == index_sizes[Path(answer.segment).name[:-4]]
+        assert answer.index_entries_read == answer.index_bytes_read // 8
+        assert answer.bytes_scanned <= DEFAULT_INDEX_INTERVAL_BYTES + 2 * max(batch_sizes)
