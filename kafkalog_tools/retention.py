@@ -74,7 +74,7 @@ def largest_timestamp(segment: Segment) -> tuple[int, str]:
             except KafkaLogError:
                 last_entry, start = None, 0
         scanned = -1
-        for entry in log.entries(start if start < log.file_size else 0):
+        for entry in log.entries(start if 0 <= start < log.file_size else 0):  # a damaged index may point anywhere
             if isinstance(entry, BadEntry) or not entry.crc_valid:
                 break
             scanned = max(scanned, entry.max_timestamp)
