@@ -19,7 +19,7 @@ key in the cleaned range go. Aborted transactional data goes; markers go once th
 data is gone (and, for control batches, past their delete horizon); the last batch of each active
 producer is kept as an empty header to keep its sequence and epoch.
 
-Differences we accept: the offset map is exact (Kafka's holds MD5 hashes in a bounded buffer and
+Rules checked against 3.9.0-rc2 too: unchanged. Differences we accept: the offset map is exact (Kafka's holds MD5 hashes in a bounded buffer and
 may stop early when full); aborted transactions come from replaying the producer state, which is
 what a sound .txnindex holds. Everything read is held in memory: this is for forensic-size logs.
 """
@@ -408,6 +408,7 @@ def _build_offset_map(read: list[_Segment], report: CompactionReport,
     first_base = dirty[0].segment.base_offset
     transactions = _TransactionFilter([t for t in aborted if t.last_offset >= first_base and t.first_offset < end])
     for index, seg in enumerate(dirty):
+        # Kafka reads from the offset index position for `start`; the earlier batches read here add no keys
         for batch, _ in seg.batches:
             if batch.is_control:
                 transactions.on_control(batch)

@@ -11,7 +11,8 @@ The three retention passes run in Kafka's order - log start offset, then size, t
 from the oldest segment, stopping at the first segment it keeps; a pass that deletes advances
 the log start offset to the next segment's base offset before the next pass runs. No segment whose
 offsets reach the high watermark is deleted, nor an empty last segment. Tiered storage (remote
-log) is not modelled. Nothing is written.
+log) is not modelled. The same rules hold in 3.9 (whose changes concern tiered storage only). Nothing is
+written.
 """
 from __future__ import annotations
 
