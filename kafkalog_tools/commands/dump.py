@@ -1,6 +1,8 @@
 """`kafkalog dump`: the CLI over `kafkalog_tools.dump`."""
 from __future__ import annotations
 
+import dataclasses
+import os
 import re
 import sys
 
@@ -12,6 +14,7 @@ from ..errors import InputError
 from ..timestamps import parse_timestamp
 from ..output import EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE, FORMATS, LineWriter, choose_format
 from ..output import dumplog_text, jsonl
+from ..spark.options import check_spark_usage, spark_options
 
 DECODER_CHOICES = ("auto", "none", "consumer-offsets", "transaction-log", "cluster-metadata")
 
@@ -61,14 +64,20 @@ def _regex(ctx, param, value):
               help="Read only the first N bytes of each .log (KIP-824); no trailing-bytes report.")
 @click.option("--max-decompressed", type=click.IntRange(min=1), default=codecs.DEFAULT_LIMIT, show_default=True,
               help="Largest decompressed batch accepted; larger is reported as a decompression bomb.")
+@spark_options("With --spark (required then): write DIR/batches and DIR/records, Parquet datasets partitioned "
+               "by topic and partition with the JSON Lines field names, and DIR/problems.")
 def command(paths, output_format, deep_iteration, print_data_log, skip_record_metadata, bytes_mode, decoder,
             offsets_decoder, transaction_log_decoder, cluster_metadata_decoder, from_offset, to_offset, from_time,
-            to_time, producer_id, key, key_regex, max_bytes, max_decompressed):
+            to_time, producer_id, key, key_regex, max_bytes, max_decompressed, use_spark, master, spark_conf,
+            output):
     """Print the batches, records and index entries of segments, partitions or whole log dirs.
 
     PATH is a .log, .index, .timeindex, .txnindex, .snapshot or checkpoint file, a partition
     directory, or a log directory (walked in topic, partition and offset order). Files Kafka does
     not keep are listed, never fatal. Nothing is written or created.
+
+    With --spark --output DIR, every batch and record of the .log segments (and KRaft snapshots)
+    under PATH is written as Parquet instead, read on Spark executors; filters apply.
 
     Exit codes: 0 clean; 1 problems in the data (corrupt or truncated batches, bad CRCs,
     unreadable structures); 2 usage error, or a path that cannot be read at all.
@@ -83,10 +92,15 @@ def command(paths, output_format, deep_iteration, print_data_log, skip_record_me
         decoder=None if decoder == "none" else decoder,
         filters=d.Filters(from_offset=from_offset, to_offset=to_offset, from_time=parse_time(from_time),
                           to_time=parse_time(to_time), producer_id=producer_id,
-                          key=None if key is None else key.encode("utf-8"), key_regex=key_regex),
+                          key=None if key is None else key.encode("utf-8", "surrogateescape"),  # argv's own bytes
+                          key_regex=key_regex),
         max_bytes=max_bytes,
         decompress_limit=max_decompressed,
     )
+    conf = check_spark_usage(use_spark, master, spark_conf, output, output_needed=True)
+    if use_spark:
+        sys.exit(_dump_on_spark([os.path.abspath(p) for p in paths], dataclasses.replace(options, deep=True),
+                                bytes_mode, master, conf, output))
     output_format = choose_format(output_format)
     problems = 0
     unreadable = 0  # paths that cannot be read at all: an I/O error (exit 2), as InputError is everywhere
@@ -117,6 +131,26 @@ def command(paths, output_format, deep_iteration, print_data_log, skip_record_me
         table.flush()
     sys.stdout.flush()
     sys.exit(EXIT_USAGE if unreadable else EXIT_PROBLEMS if problems else EXIT_OK)
+
+
+def _dump_on_spark(paths, options, bytes_mode, master, conf, output) -> int:
+    from ..spark.dump import write_parquet
+    from ..spark.session import start_session
+
+    spark = start_session(master, conf)
+    try:
+        result = write_parquet(spark, paths, output, options, bytes_mode)
+    finally:
+        spark.stop()
+    for error in result.unreadable:
+        click.echo(f"kafkalog: error: {error}", err=True)
+    for problem in result.problems:
+        row = dict(zip(("type", "severity", "file", "position", "message"), problem))
+        where = row["file"] if row["position"] is None else f"{row['file']}: byte {row['position']}"
+        click.echo(f"kafkalog: {row['severity']}: {where}: {row['message']}", err=True)
+    click.echo(f"{result.batches:,} batches and {result.records:,} records written to {output} "
+               f"(batches/, records/, problems/: {len(result.problems):,})", err=True)
+    return EXIT_USAGE if result.unreadable else EXIT_PROBLEMS if result.problems else EXIT_OK
 
 
 def _is_problem(item, max_bytes_given: bool) -> bool:

@@ -1,0 +1,282 @@
+"""--spark: a real local Spark session (local[2], started once for the module) runs the library's
+own stages on executors. verify gives exactly the single-process findings and summaries (golden,
+damaged, rebuilt, real broker dirs, and damaged copies that exercise every cross-segment check);
+dump writes every golden batch and record to Parquet as Kafka parsed them; the README's Spark SQL
+queries answer what the manifests say."""
+from __future__ import annotations
+
+import base64
+import collections
+import json
+import os
+import random
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from kafkalog_tools.spark import plan
+from kafkalog_tools.verify import Verification
+from tests.conftest import GOLDEN, REAL, ROOT, need
+
+KEY = "user-53"
+"""A key written to every golden partition."""
+README_KEY_QUERY = """
+SELECT topic, partition, offset, timestamp, value
+FROM records
+WHERE key = 'user-53' AND key_encoding = 'utf8'
+ORDER BY topic, partition, offset
+"""
+README_ABORT_QUERY = """
+SELECT b.topic, b.producer_id, count(*) AS aborted_transactions
+FROM records r JOIN batches b ON r.file = b.file AND r.batch_position = b.position
+WHERE r.control.type = 'ABORT'
+GROUP BY b.topic, b.producer_id
+ORDER BY b.topic, aborted_transactions DESC
+"""
+
+
+@pytest.fixture(scope="module")
+def spark():
+    from kafkalog_tools.spark.session import start_session
+
+    session = start_session("local[2]", {"spark.ui.showConsoleProgress": "false"})
+    yield session
+    session.stop()
+
+
+def corpus_paths() -> list[str]:
+    need(GOLDEN)
+    need(REAL)
+    paths = [p for kind in ("logs", "rebuilt") for p in sorted((GOLDEN / kind).iterdir())]
+    paths += [GOLDEN / "damaged" / "truncated" / "golden-v2-mixed-0", REAL / "zk-broker-a", REAL / "zk-broker-b"]
+    return [str(p) for p in paths]
+
+
+def assert_same_as_one_process(spark, paths: list[str], deep: bool = True):
+    from kafkalog_tools.spark.verify import SparkVerification
+
+    local = Verification(paths, deep=deep)
+    expected = [f.to_json() for f in local]
+    on_spark = SparkVerification(spark, paths, deep=deep)
+    assert [f.to_json() for f in on_spark] == expected
+    assert on_spark.summary == local.summary
+    assert on_spark.target_summaries == local.target_summaries
+    return expected, on_spark
+
+
+@pytest.mark.parametrize("deep", [True, False], ids=["deep", "shallow"])
+def test_verify_on_spark_equals_one_process_on_the_corpus(spark, deep):
+    findings, run = assert_same_as_one_process(spark, corpus_paths(), deep)
+    assert run.summary.partitions > 100 and run.summary.segments > 100
+    assert {f["code"] for f in findings} >= {"truncated-batch", "index-missing"}
+
+
+def damaged_copies(root: Path) -> list[str]:
+    """Golden partitions with bytes flipped, zeroed and cut, indexes, snapshots and segments
+    removed or duplicated, checkpoints edited; and a broker dir whose recovery point is past its log."""
+    rng = random.Random(5)
+    sources = sorted((GOLDEN / "logs").iterdir())
+    out = []
+    for number in range(18):
+        source = sources[number % len(sources)]
+        work = root / f"case{number}" / source.name
+        shutil.copytree(source, work)
+        for path in work.iterdir():
+            path.chmod(0o644)
+        logs = sorted(work.glob("*.log"))
+        for _ in range(3):
+            kind = rng.choice(["flip", "zero", "cut", "drop-index", "drop-segment", "epoch", "snapshot", "overlap"])
+            if kind in ("flip", "zero", "cut"):
+                log = rng.choice([p for p in logs if p.stat().st_size])
+                data = bytearray(log.read_bytes())
+                at = rng.randrange(len(data))
+                if kind == "flip":
+                    data[at] ^= 0x20
+                elif kind == "zero":
+                    data[at: at + 2000] = bytes(len(data[at: at + 2000]))
+                else:
+                    del data[at:]
+                log.write_bytes(bytes(data))
+            elif kind == "drop-index":
+                files = [p for p in work.iterdir() if p.suffix in (".index", ".timeindex", ".txnindex", ".snapshot")]
+                rng.choice(files).unlink()
+            elif kind == "drop-segment" and len(logs) > 2:
+                logs.pop(rng.randrange(1, len(logs) - 1)).unlink()
+            elif kind == "epoch" and (work / "leader-epoch-checkpoint").exists():
+                lines = (work / "leader-epoch-checkpoint").read_text().splitlines()
+                epoch, start = lines[-1].split()
+                lines[-1] = f"{epoch} {int(start) + 3}"
+                (work / "leader-epoch-checkpoint").write_text("\n".join(lines) + "\n")
+            elif kind == "snapshot" and list(work.glob("*.snapshot")):
+                snapshot = rng.choice(sorted(work.glob("*.snapshot")))
+                data = bytearray(snapshot.read_bytes())
+                data[-5] ^= 1
+                snapshot.write_bytes(bytes(data))
+            elif kind == "overlap" and len(logs) > 1:
+                copy = work / f"{int(logs[1].stem) - 1:020d}.log"
+                if not copy.exists():
+                    shutil.copy(logs[-1], copy)
+        out.append(str(work))
+    broker = root / "broker" / "zk-broker-b"
+    shutil.copytree(REAL / "zk-broker-b", broker)
+    checkpoint = broker / "recovery-point-offset-checkpoint"
+    checkpoint.chmod(0o644)
+    lines = checkpoint.read_text().splitlines()
+    topic, partition, offset = lines[3].split()
+    lines[3] = f"{topic} {partition} {int(offset) + 1000}"
+    checkpoint.write_text("\n".join(lines) + "\n")
+    return out + [str(broker)]
+
+
+def test_verify_on_spark_equals_one_process_on_damaged_copies(spark, tmp_path):
+    need(GOLDEN)
+    need(REAL)
+    findings, _ = assert_same_as_one_process(spark, damaged_copies(tmp_path))
+    codes = collections.Counter(f["code"] for f in findings)
+    # damage located inside segments, and every kind of state carried across segments
+    assert set(codes) >= {"crc-mismatch", "offset-not-increasing", "segment-overlap", "leader-epoch-decreased",
+                          "producer-sequence-gap", "snapshot-disagrees", "txnindex-unknown-abort",
+                          "recovery-point-beyond-log-end"}, codes
+
+
+def test_units_are_balanced_by_bytes_heaviest_first():
+    Unit = collections.namedtuple("Unit", "size")
+    sizes = [1000, 900, 800, 10, 10, 10, 10, 10, 300, 300, 300, 300]
+    groups = plan.balance([Unit(s) for s in sizes], cores=1)
+    totals = [sum(u.size for u in group) for group in groups]
+    assert sorted(u.size for g in groups for u in g) == sorted(sizes)
+    assert len(groups) == plan.TASKS_PER_CORE and totals == sorted(totals, reverse=True)
+    assert max(totals) - min(totals) <= 300  # 3,960 bytes in four groups of ~990
+    assert plan.balance([Unit(5)], cores=8) == [[Unit(5)]] and plan.balance([], cores=2) == []
+
+
+# ---------------------------------------------------------------------------------------------
+# The CLI, in a process of its own (it starts and stops its own session)
+# ---------------------------------------------------------------------------------------------
+
+
+def kafkalog(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "kafkalog_tools", *args], capture_output=True, text=True,
+                          cwd=ROOT, env={**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", **(env or {})})
+
+
+SPARK_ARGS = ("--spark", "--master", "local[2]", "--spark-conf", "spark.ui.showConsoleProgress=false")
+
+
+def test_verify_cli_on_spark_prints_what_one_process_prints_and_writes_parquet(spark, tmp_path):
+    paths = [str(GOLDEN / "damaged" / "truncated" / "golden-v2-mixed-0"), str(need(REAL) / "zk-broker-b")]
+    single = kafkalog("verify", "--format", "json", *paths)
+    on_spark = kafkalog("verify", "--format", "json", *SPARK_ARGS, "--output", str(tmp_path / "out"), *paths)
+    assert (on_spark.returncode, single.returncode) == (1, 1), on_spark.stderr[-2000:]
+    lines = [json.loads(line) for line in on_spark.stdout.splitlines()]
+    assert [line for line in lines if line["type"] != "path_summary"] == \
+        [json.loads(line) for line in single.stdout.splitlines()]
+    per_path = {line["path"]: line for line in lines if line["type"] == "path_summary"}
+    assert list(per_path) == paths and per_path[paths[0]]["errors"] == 1 and per_path[paths[1]]["partitions"] > 50
+    written = spark.read.parquet(str(tmp_path / "out" / "findings")).collect()
+    findings = [line for line in lines if line["type"] == "finding"]
+    assert sorted((r.path, r.code, r.file, r.position) for r in written) == \
+        sorted((p, f["code"], f["file"], f["position"]) for f in findings for p in paths if f["file"].startswith(p))
+
+
+@pytest.fixture(scope="module")
+def golden_parquet(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("dump") / "out"
+    result = kafkalog("dump", *SPARK_ARGS, "--output", str(out), str(need(GOLDEN) / "logs"))
+    assert result.returncode == 0, result.stderr[-2000:]
+    return out
+
+
+def _bytes(text, encoding):
+    if text is None:
+        return None
+    return base64.b64encode(text.encode("utf-8") if encoding == "utf8" else base64.b64decode(text)).decode()
+
+
+def test_dump_on_spark_writes_every_golden_batch_and_record_as_kafka_parsed_them(spark, golden_parquet):
+    batches = spark.read.parquet(str(golden_parquet / "batches"))
+    records = spark.read.parquet(str(golden_parquet / "records"))
+    assert spark.read.parquet(str(golden_parquet / "problems")).count() == 0
+    ours_batches = {(b.file, b.position): b for b in batches.collect()}
+    ours_records = {(r.file, r.offset): r for r in records.collect()}
+    expected_batches = expected_records = 0
+    for manifest in sorted((GOLDEN / "manifests" / "logs").glob("*/0*.json")):
+        segment = json.loads(manifest.read_text())
+        partition_dir = manifest.parent.name
+        file = str(GOLDEN / "logs" / partition_dir / segment["file"])
+        topic, _, partition = partition_dir.rpartition("-")
+        for theirs in segment["batches"]:
+            expected_batches += 1
+            ours = ours_batches[(file, theirs["position"])]
+            assert (ours.topic, ours.partition) == (topic, int(partition))
+            assert (ours.base_offset, ours.last_offset, ours.size, ours.crc, ours.crc_valid, ours.compression,
+                    ours.timestamp_type, ours.max_timestamp, ours.producer_id, ours.producer_epoch,
+                    ours.base_sequence, ours.is_transactional, ours.is_control, ours.partition_leader_epoch,
+                    ours.count) == \
+                (theirs["baseOffset"], theirs["lastOffset"], theirs["sizeInBytes"], theirs["crc"], theirs["isValid"],
+                 theirs["compression"], theirs["timestampType"], theirs["maxTimestamp"], theirs["producerId"],
+                 theirs["producerEpoch"], theirs["baseSequence"], theirs["isTransactional"], theirs["isControl"],
+                 theirs["partitionLeaderEpoch"], theirs["count"])
+            for record in theirs["records"]:
+                expected_records += 1
+                ours = ours_records[(file, record["offset"])]
+                assert (ours.batch_position, ours.timestamp, ours.sequence, ours.size, ours.key_size,
+                        ours.value_size, _bytes(ours.key, ours.key_encoding), _bytes(ours.value, ours.value_encoding),
+                        [(h.key, _bytes(h.value, h.value_encoding)) for h in ours.headers]) == \
+                    (theirs["position"], record["timestamp"], record["sequence"], record["sizeInBytes"],
+                     record["keySize"], record["valueSize"], record["key"], record["value"],
+                     [(h["key"], h["value"]) for h in record["headers"]])
+                if "controlType" in record:
+                    assert (ours.control.type, ours.control.coordinator_epoch) == \
+                        (record["controlType"], record.get("coordinatorEpoch"))
+    assert (batches.count(), records.count()) == (expected_batches, expected_records)
+    assert expected_records > 5000
+
+
+def test_readme_queries_answer_what_the_manifests_say(spark, golden_parquet):
+    readme = (ROOT / "README.md").read_text()
+    assert README_KEY_QUERY.strip() in readme and README_ABORT_QUERY.strip() in readme
+    spark.read.parquet(str(golden_parquet / "batches")).createOrReplaceTempView("batches")
+    spark.read.parquet(str(golden_parquet / "records")).createOrReplaceTempView("records")
+    with_key, aborts = [], collections.Counter()
+    for manifest in sorted((GOLDEN / "manifests" / "logs").glob("*/0*.json")):
+        topic, _, partition = manifest.parent.name.rpartition("-")
+        for batch in json.loads(manifest.read_text())["batches"]:
+            for record in batch["records"]:
+                if record.get("controlType") == "ABORT":
+                    aborts[(topic, batch["producerId"])] += 1
+                elif not batch["isControl"] and record["key"] == base64.b64encode(KEY.encode()).decode():
+                    with_key.append((topic, int(partition), record["offset"], record["timestamp"]))
+    found = [(r.topic, r.partition, r.offset, r.timestamp) for r in spark.sql(README_KEY_QUERY).collect()]
+    assert found == sorted(with_key) and len({(t, p) for t, p, *_ in found}) == 6
+    answer = {(r.topic, r.producer_id): r.aborted_transactions for r in spark.sql(README_ABORT_QUERY).collect()}
+    assert answer == dict(aborts) and len(answer) == 4
+
+
+def test_spark_without_pyspark_says_how_to_install_it(tmp_path):
+    blocker = tmp_path / "sitecustomize.py"
+    blocker.write_text("import sys\nsys.modules['pyspark'] = None\n")
+    result = kafkalog("verify", "--spark", str(ROOT / "fixtures"), env={"PYTHONPATH": f"{tmp_path}:{ROOT}"})
+    assert result.returncode == 2
+    assert "pip install 'kafkalog-tools[spark]'" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_importing_the_cli_never_imports_pyspark():
+    code = ("import sys, kafkalog_tools.cli, kafkalog_tools.commands.verify, kafkalog_tools.commands.dump\n"
+            "assert 'pyspark' not in sys.modules, 'pyspark imported'")
+    assert subprocess.run([sys.executable, "-c", code], cwd=ROOT).returncode == 0
+
+
+@pytest.mark.parametrize("args, message", [
+    (("verify", "--output", "x", "fixtures"), "only applies with --spark"),
+    (("dump", "--master", "local[1]", "fixtures"), "only applies with --spark"),
+    (("dump", "--spark", "fixtures"), "give --output DIR"),
+    (("dump", "--spark", "--output", "fixtures", "fixtures"), "nothing is overwritten"),
+    (("verify", "--spark", "--spark-conf", "nonsense", "fixtures"), "key=value"),
+])
+def test_spark_usage_errors_exit_2_before_any_session(args, message):
+    result = kafkalog(*args)
+    assert result.returncode == 2 and message in result.stderr
