@@ -196,6 +196,8 @@ def _json_bytes(data: bytes | None, base64_only: bool) -> tuple[str, str]:
 _RECORD_FIELDS = ('"offset":%d,"timestamp":%d,"sequence":%d,"size":%d,"key_size":%d,"value_size":%d,"key":%s,'
                   '"key_encoding":%s,"value":%s,"value_encoding":%s,"headers":[%s]}')
 _HEADER = '{"key":%s,"value":%s,"value_encoding":%s}'
+_LEGACY = ',"legacy":{"magic":%d,"crc":%d,"crc_valid":%s,"attributes":%d}}'
+_JSON_BOOL = {True: "true", False: "false", None: "null"}
 
 
 def record_lines(batch: Batch, records: list[Record], bytes_mode: str) -> list[str]:
@@ -207,7 +209,7 @@ def record_lines(batch: Batch, records: list[Record], bytes_mode: str) -> list[s
     lines = []
     append = lines.append
     for record in records:
-        if record.control is not None or record.legacy_magic is not None:
+        if record.control is not None:
             append(json_line(record_object(batch, record, None, bytes_mode)))
             continue
         key, value, headers = record.key, record.value, record.headers
@@ -221,9 +223,13 @@ def record_lines(batch: Batch, records: list[Record], bytes_mode: str) -> list[s
         key_text, key_encoding = json_bytes(key, base64_only)
         header_text = ",".join(_HEADER % (dumps(k.decode("utf-8", "replace")).decode(), *json_bytes(v, base64_only))
                                for k, v in headers) if headers else ""
-        append(template % (record.offset, record.timestamp, record.sequence, record.size,
+        line = template % (record.offset, record.timestamp, record.sequence, record.size,
                            -1 if key is None else len(key), -1 if value is None else len(value),
-                           key_text, key_encoding, value_text, value_encoding, header_text))
+                           key_text, key_encoding, value_text, value_encoding, header_text)
+        if record.legacy_magic is not None:
+            line = line[:-1] + _LEGACY % (record.legacy_magic, record.legacy_crc,
+                                          _JSON_BOOL[record.legacy_crc_valid], record.legacy_attributes)
+        append(line)
     return lines
 
 

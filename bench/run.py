@@ -1,0 +1,405 @@
+"""The benchmark suite: kafkalog against its peers and the machine's limits, measured in one run.
+
+    pip install -e '.[bench]'            # aiokafka (the peer reader), py-spy (profiles)
+    python bench/run.py --size 1GiB      # writes bench/RESULTS.md
+
+Generates, in a temp dir, one segment per variant with the library's own build functions (16 KiB
+uncompressed batches; small lz4 batches; one record per batch; V1 gzip wrappers) and a partition
+of 1,000 segments for lookups. Every command runs as a subprocess (medians of --runs runs; peak
+RSS from os.wait4); ratios against the peers and the read+CRC32C limit come from the same run.
+The peers live in bench/peers/. `--profile` adds py-spy's view of where the time goes.
+Not a test: nothing here asserts a timing.
+"""
+from __future__ import annotations
+
+import argparse
+import collections
+import hashlib
+import json
+import os
+import platform
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from kafkalog_tools import codecs
+from kafkalog_tools.formats import legacy
+from kafkalog_tools.formats.record_batch import build_batch, build_record
+from kafkalog_tools.recovery import Rebuild, RebuildOptions
+
+BENCH = Path(__file__).resolve().parent
+PEERS = BENCH / "peers"
+PYTHON = sys.executable
+KAFKALOG = [PYTHON, "-m", "kafkalog_tools"]
+LOOKUP_SEGMENTS = 1000
+LOOKUP_QUERIES = 25
+
+
+# ---------------------------------------------------------------------------------------------
+# Inputs, built by the library
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Variant:
+    name: str
+    what: str
+    records_per_batch: int
+    value_size: int
+    codec: str = "none"
+    magic: int = 2
+
+
+VARIANTS = [
+    Variant("16k", "16 KiB uncompressed batches, 15 records of 1 KiB", 15, 1024),
+    Variant("lz4", "small lz4 batches, 20 records of 200 B", 20, 200, "lz4"),
+    Variant("one", "one 512 B record per batch", 1, 512),
+    Variant("v1gzip", "V1 gzip wrappers, 20 messages of 500 B", 20, 500, "gzip", magic=1),
+]
+POOL = 64
+"""Distinct batches built per variant; the segment repeats them with each one's offset patched
+(the offset lies outside the CRC in every format)."""
+
+
+def _value(size: int, seed: int) -> bytes:
+    """Text that compresses about as well as typical payloads do (hex digits: ~2x)."""
+    digits = hashlib.shake_128(seed.to_bytes(8, "big")).hexdigest((size + 1) // 2)
+    return f"{{\"id\":{seed},\"data\":\"{digits}\"}}"[:size].encode()
+
+
+def _batch(variant: Variant, seed: int) -> bytes:
+    n = variant.records_per_batch
+    base_ts = 1_700_000_000_000 + seed * n
+    if variant.magic == 2:
+        records = [build_record(i, i, f"key-{seed}-{i}".encode(), _value(variant.value_size, seed * n + i))
+                   for i in range(n)]
+        return build_batch(0, records, base_timestamp=base_ts, max_timestamp=base_ts + n - 1,
+                           compression_id=codecs.IDS[variant.codec])
+    inner = b"".join(legacy.build_entry(i, 1, f"key-{seed}-{i}".encode(), _value(variant.value_size, seed * n + i),
+                                        timestamp=base_ts + i) for i in range(n))
+    wrapped = codecs.compress(codecs.IDS[variant.codec], inner, magic=1)
+    return legacy.build_entry(n - 1, 1, None, wrapped, timestamp=base_ts + n - 1,
+                              attributes=codecs.IDS[variant.codec])
+
+
+def write_segment(path: Path, variant: Variant, size: int) -> int:
+    """A segment of about `size` bytes; returns its record count."""
+    pool = [_batch(variant, seed) for seed in range(POOL)]
+    n = variant.records_per_batch
+    first = 0 if variant.magic == 2 else n - 1  # a V1 wrapper carries its last offset
+    written = offset = 0
+    with open(path, "wb") as out:
+        while written < size:
+            batch = pool[(offset // n) % POOL]
+            out.write((offset + first).to_bytes(8, "big") + batch[8:])
+            written += len(batch)
+            offset += n
+    return offset
+
+
+def write_lookup_partition(directory: Path, size: int) -> int:
+    """LOOKUP_SEGMENTS segments of 16 KiB-batch data with the indexes Kafka's recovery writes."""
+    directory.mkdir()
+    variant = VARIANTS[0]
+    pool = [_batch(variant, seed) for seed in range(POOL)]
+    per_segment = max(len(pool[0]), size // LOOKUP_SEGMENTS)
+    offset = 0
+    for _ in range(LOOKUP_SEGMENTS):
+        with open(directory / f"{offset:020d}.log", "wb") as out:
+            written = 0
+            while written < per_segment:
+                batch = pool[(offset // variant.records_per_batch) % POOL]
+                out.write(offset.to_bytes(8, "big") + batch[8:])
+                written += len(batch)
+                offset += variant.records_per_batch
+    list(Rebuild([directory], RebuildOptions(backup=False)))
+    return offset
+
+
+# ---------------------------------------------------------------------------------------------
+# Running commands
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Timing:
+    seconds: float
+    """Median wall time."""
+    rss_mb: float
+    """Largest peak RSS over the runs."""
+    runs: list[float] = field(default_factory=list)
+
+
+def run_once(cmd: list[str], stdout=subprocess.DEVNULL) -> tuple[float, float, int]:
+    start = time.perf_counter()
+    process = subprocess.Popen(cmd, stdout=stdout, stderr=subprocess.DEVNULL, cwd=BENCH.parent)
+    _, status, usage = os.wait4(process.pid, 0)
+    seconds = time.perf_counter() - start
+    process.returncode = os.waitstatus_to_exitcode(status)
+    return seconds, usage.ru_maxrss / 1024, process.returncode
+
+
+def measure(cmd: list[str], runs: int, ok=(0,)) -> Timing:
+    times, peak = [], 0.0
+    for _ in range(runs):
+        seconds, rss, code = run_once(cmd)
+        if code not in ok:
+            raise SystemExit(f"{' '.join(cmd)} exited {code}")
+        times.append(seconds)
+        peak = max(peak, rss)
+    return Timing(statistics.median(times), peak, times)
+
+
+def digest(cmd: list[str]) -> str:
+    """SHA-256 of a command's stdout, read as it streams."""
+    process = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, cwd=BENCH.parent)
+    sha = hashlib.sha256()
+    while chunk := process.stdout.read(1 << 20):
+        sha.update(chunk)
+    process.wait()
+    return sha.hexdigest()
+
+
+# ---------------------------------------------------------------------------------------------
+# The measurements
+# ---------------------------------------------------------------------------------------------
+
+
+def bench_variant(variant: Variant, work: Path, size: int, runs: int) -> dict:
+    partition = work / f"bench-{variant.name}-0"
+    partition.mkdir()
+    log = partition / "00000000000000000000.log"
+    records = write_segment(log, variant, size)
+    bytes_ = log.stat().st_size
+    file = str(log)
+    print(f"[{variant.name}] {bytes_ / 2**20:.0f} MiB, {records:,} records", flush=True)
+    timings = {}
+    commands = {
+        "read+crc32c": [PYTHON, str(PEERS / "read_crc32c.py"), file],
+        "aiokafka batches+crc": [PYTHON, str(PEERS / "aiokafka_batches.py"), file],
+        "rebuild-index": [*KAFKALOG, "rebuild-index", "--format", "json", "--no-backup", str(partition)],
+        "verify": [*KAFKALOG, "verify", "--format", "json", str(partition)],
+        "verify --shallow": [*KAFKALOG, "verify", "--shallow", "--format", "json", str(partition)],
+        "aiokafka+orjson json": [PYTHON, str(PEERS / "aiokafka_json.py"), file],
+        "dump json -d": [*KAFKALOG, "dump", "--format", "json", "-d", file],
+        "dump text -d -p": [*KAFKALOG, "dump", "--format", "text", "-d", "-p", file],
+    }
+    for name, cmd in commands.items():
+        timings[name] = measure(cmd, runs, ok=(0, 1))  # verify exits 1 on warnings (none expected here)
+        print(f"  {name:<24} {timings[name].seconds:7.2f} s  {timings[name].rss_mb:6.0f} MB", flush=True)
+    same = digest(commands["dump json -d"]) == digest(commands["aiokafka+orjson json"])
+    return {"variant": variant, "bytes": bytes_, "records": records, "timings": timings, "json_identical": same}
+
+
+def bench_lookup(work: Path, size: int, runs: int) -> dict:
+    directory = work / "lookup-0"
+    records = write_lookup_partition(directory, size)
+    step = records // LOOKUP_QUERIES
+    targets = [i * step + (i * 7919) % step for i in range(LOOKUP_QUERIES)]
+    cli = measure([*KAFKALOG, "lookup", "--format", "json", "-o", str(targets[0]), str(directory)], runs)
+    startup = measure([*KAFKALOG, "--help"], runs)
+    stage = subprocess.run([PYTHON, __file__, "--lookup-stage", str(directory), *map(str, targets)],
+                           capture_output=True, text=True, check=True, cwd=BENCH.parent)
+    result = json.loads(stage.stdout)
+    result.update(records=records, bytes=sum(p.stat().st_size for p in directory.glob("*.log")), cli=cli,
+                  startup=startup)
+    return result
+
+
+def lookup_stage(directory: str, targets: list[int]) -> None:
+    """In a subprocess: per-query latency and what each answer read, with a fresh reader per query
+    (nothing cached from an earlier one, as for a one-shot CLI call)."""
+    from kafkalog_tools.lookup import OFFSET, PartitionReader, Query
+
+    seconds, index_bytes, log_bytes, entries = [], [], [], []
+    for target in targets:
+        start = time.perf_counter()
+        with PartitionReader(directory) as reader:
+            answer = reader.lookup(Query(OFFSET, target))
+        seconds.append(time.perf_counter() - start)
+        assert answer.found and answer.offset == target, answer.reason
+        index_bytes.append(answer.index_bytes_read)
+        entries.append(answer.index_entries_read)
+        log_bytes.append(answer.bytes_scanned)
+    print(json.dumps({"latency_ms": statistics.median(seconds) * 1e3, "index_bytes": max(index_bytes),
+                      "index_entries": max(entries), "log_bytes_median": statistics.median(log_bytes),
+                      "log_bytes_max": max(log_bytes)}))
+
+
+def bench_startup(runs: int) -> dict:
+    return {"help": measure([str(Path(PYTHON).parent / "kafkalog"), "--help"], runs),
+            "import": measure([PYTHON, "-c", "import click, rich.console"], runs)}
+
+
+def profile(variant: Variant, work: Path, size: int) -> dict[str, list[tuple[str, float]]]:
+    """py-spy's samples, by the function they were in (self time), for dump json and verify."""
+    py_spy = shutil.which("py-spy", path=str(Path(PYTHON).parent)) or shutil.which("py-spy")
+    if py_spy is None:
+        return {}
+    partition = work / f"profile-{variant.name}-0"
+    partition.mkdir()
+    log = partition / "00000000000000000000.log"
+    write_segment(log, variant, size)
+    out = {}
+    for name, args in (("dump json -d", ["dump", "--format", "json", "-d", str(log)]),
+                       ("verify", ["verify", "--format", "json", str(partition)])):
+        raw = work / "profile.txt"
+        subprocess.run([py_spy, "record", "--format", "raw", "--rate", "250", "--output", str(raw), "--",
+                        *KAFKALOG, *args], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=BENCH.parent)
+        by_function: collections.Counter = collections.Counter()
+        for line in raw.read_text().splitlines():
+            stack, _, count = line.rpartition(" ")
+            leaf = stack.rsplit(";", 1)[-1]  # "function (path:line)"
+            by_function[re.sub(r" \((?:[^)]*/)?([^/):]+)(?::\d+)?\)", r" (\1)", leaf) or "(not in Python)"] += int(count)
+        total = sum(by_function.values()) or 1
+        out[name] = [(function, count / total) for function, count in by_function.most_common(8)]
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# RESULTS.md
+# ---------------------------------------------------------------------------------------------
+
+
+def machine() -> str:
+    cpu = "unknown CPU"
+    try:
+        cpu = next(line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+    versions = []
+    for package in ("aiokafka", "orjson", "crc32c", "lz4"):
+        try:
+            from importlib.metadata import version
+
+            versions.append(f"{package} {version(package)}")
+        except Exception:
+            versions.append(f"{package} (absent)")
+    from kafkalog_tools.crc import CRC32C_IMPLEMENTATION
+
+    return (f"{cpu}, {os.cpu_count()} cores, {memory:.0f} GiB; {platform.system()} {platform.release()}; "
+            f"Python {platform.python_version()}; {', '.join(versions)}; CRC-32C: {CRC32C_IMPLEMENTATION}")
+
+
+def _rate(bytes_: int, seconds: float) -> str:
+    return f"{bytes_ / seconds / 1e9:.2f} GB/s" if bytes_ / seconds >= 1e9 else f"{bytes_ / seconds / 1e6:.0f} MB/s"
+
+
+def _ok(met: bool) -> str:
+    return "yes" if met else "**no**"
+
+
+def report(args, results: list[dict], lookup: dict | None, startup: dict, profiles: dict, elapsed: float) -> str:
+    lines = ["# Benchmark results", ""]
+    if args.note:
+        lines += [f"> {args.note}", ""]
+    lines += [f"`python bench/run.py --size {args.size} --runs {args.runs}` on {time.strftime('%Y-%m-%d')}, "
+              f"{elapsed / 60:.0f} min. Machine: {machine()}.", "",
+              "Times are medians of the runs, each command a fresh process (start-up included); ratios "
+              "compare throughputs measured in this same run (> 1 means kafkalog is faster).", "",
+              "## Ratios against the goals", "",
+              "| goal | " + " | ".join(r["variant"].name for r in results) + " |",
+              "| --- |" + " --- |" * len(results)]
+
+    def row(label, values):
+        lines.append(f"| {label} | " + " | ".join(values) + " |")
+
+    t = [r["timings"] for r in results]
+    row("verify ≥ 2× aiokafka-C batches+CRC", [f"{x['aiokafka batches+crc'].seconds / x['verify'].seconds:.2f}× "
+                                             f"{_ok(x['aiokafka batches+crc'].seconds / x['verify'].seconds >= 2)}"
+                                             for x in t])
+    row("verify ≥ 0.5× read+CRC32C", [f"{x['read+crc32c'].seconds / x['verify'].seconds:.2f}× "
+                                     f"{_ok(x['read+crc32c'].seconds / x['verify'].seconds >= 0.5)}" for x in t])
+    row("(verify --shallow vs aiokafka-C batches+CRC)",
+        [f"{x['aiokafka batches+crc'].seconds / x['verify --shallow'].seconds:.2f}×" for x in t])
+    row("(verify --shallow vs read+CRC32C)",
+        [f"{x['read+crc32c'].seconds / x['verify --shallow'].seconds:.2f}×" for x in t])
+    row("dump JSON ≥ 1× aiokafka-C + orjson", [f"{x['aiokafka+orjson json'].seconds / x['dump json -d'].seconds:.2f}× "
+                                              f"{_ok(x['aiokafka+orjson json'].seconds >= x['dump json -d'].seconds)}"
+                                              for x in t])
+    row("(same JSON Lines, byte for byte)", ["yes" if r["json_identical"] else "**no**" for r in results])
+    row("rebuild-index time ≤ verify's", [f"{x['rebuild-index'].seconds / x['verify'].seconds:.2f} "
+                                         f"{_ok(x['rebuild-index'].seconds <= x['verify'].seconds)}" for x in t])
+    ours = ("rebuild-index", "verify", "verify --shallow", "dump json -d", "dump text -d -p")
+    row(f"peak RSS ≤ 200 MB ({args.size} segment)", [f"{max(x[c].rss_mb for c in ours):.0f} MB "
+                                                    f"{_ok(max(x[c].rss_mb for c in ours) <= 200)}" for x in t])
+    help_ratio = startup["help"].seconds / startup["import"].seconds
+    lines += ["", f"`kafkalog --help` ≤ 2× `python -c \"import click, rich.console\"`: "
+                  f"{help_ratio:.2f}× {_ok(help_ratio <= 2)} ({startup['help'].seconds * 1e3:.0f} ms vs "
+                  f"{startup['import'].seconds * 1e3:.0f} ms)."]
+    if lookup:
+        lines += ["", f"Lookup by offset on a partition of {LOOKUP_SEGMENTS} segments "
+                      f"({lookup['bytes'] / 2**20:.0f} MiB, {lookup['records']:,} records, indexes by rebuild-index "
+                      f"at index.interval.bytes 4096), {LOOKUP_QUERIES} offsets spread over it, a fresh reader each:",
+                  "",
+                  f"- latency in the library: {lookup['latency_ms']:.1f} ms per lookup (median); one CLI call "
+                  f"`kafkalog lookup -o N`: {lookup['cli'].seconds * 1e3:.0f} ms, of which start-up "
+                  f"(`kafkalog --help`) {lookup['startup'].seconds * 1e3:.0f} ms; peak RSS {lookup['cli'].rss_mb:.0f} MB.",
+                  f"- index bytes read: {lookup['index_bytes']:,} at most (one segment's whole .index, "
+                  f"{lookup['index_entries']} entries; the segment is chosen by file name, so this does not grow "
+                  f"with the number of segments); .log bytes scanned: median {lookup['log_bytes_median']:,.0f}, "
+                  f"at most {lookup['log_bytes_max']:,} (one index interval plus the batches at either end)."]
+    lines += ["", "## Absolute figures", "",
+              "| variant | command | median s | throughput | M records/s | peak RSS |",
+              "| --- | --- | --- | --- | --- | --- |"]
+    for r in results:
+        v = r["variant"]
+        for name, timing in r["timings"].items():
+            lines.append(f"| {v.name}: {v.what}, {r['bytes'] / 2**20:.0f} MiB, {r['records']:,} records | {name} | "
+                         f"{timing.seconds:.2f} | {_rate(r['bytes'], timing.seconds)} | "
+                         f"{r['records'] / timing.seconds / 1e6:.2f} | {timing.rss_mb:.0f} MB |")
+    if profiles:
+        lines += ["", "## Where the time goes (py-spy, self time by function, variant 16k)", ""]
+        for name, rows in profiles.items():
+            lines += [f"`{name}`:", "", "| function | share of samples |", "| --- | --- |"]
+            lines += [f"| `{function}` | {share:.0%} |" for function, share in rows] + [""]
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def parse_size(text: str) -> int:
+    match = re.fullmatch(r"(\d+)\s*([KMG]i?B)?", text.strip(), re.IGNORECASE)
+    if not match:
+        raise argparse.ArgumentTypeError(f"not a size: {text} (e.g. 256MiB, 1GiB)")
+    unit = (match[2] or "B").upper().replace("I", "")
+    return int(match[1]) << {"B": 0, "KB": 10, "MB": 20, "GB": 30}[unit]
+
+
+def main() -> None:
+    if len(sys.argv) > 2 and sys.argv[1] == "--lookup-stage":
+        lookup_stage(sys.argv[2], [int(t) for t in sys.argv[3:]])
+        return
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--size", default="1GiB", help="segment size per variant (default 1GiB)")
+    parser.add_argument("--runs", type=int, default=3, help="runs per command; the median is reported")
+    parser.add_argument("--variants", default=",".join(v.name for v in VARIANTS),
+                        help="comma-separated subset of: " + ", ".join(v.name for v in VARIANTS))
+    parser.add_argument("--no-lookup", action="store_true", help="skip the 1,000-segment lookup partition")
+    parser.add_argument("--profile", action="store_true", help="add py-spy profiles of dump json and verify")
+    parser.add_argument("--note", help="a line to put at the top of RESULTS.md (e.g. 'development run')")
+    parser.add_argument("--out", type=Path, default=BENCH / "RESULTS.md")
+    args = parser.parse_args()
+    size = parse_size(args.size)
+    chosen = [v for v in VARIANTS if v.name in args.variants.split(",")]
+    started = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="kafkalog-bench-") as tmp:
+        work = Path(tmp)
+        results = [bench_variant(v, work, size, args.runs) for v in chosen]
+        for r in results:  # one variant's files at a time would do; the disk holds them all
+            shutil.rmtree(work / f"bench-{r['variant'].name}-0")
+        lookup = None if args.no_lookup else bench_lookup(work, size, args.runs)
+        startup = bench_startup(max(5, args.runs))
+        profiles = profile(VARIANTS[0], work, min(size, 128 << 20)) if args.profile else {}
+    text = report(args, results, lookup, startup, profiles, time.perf_counter() - started)
+    args.out.write_text(text)
+    print(text)
+
+
+if __name__ == "__main__":
+    main()
