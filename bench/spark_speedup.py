@@ -1,0 +1,155 @@
+"""verify on Spark (`--master local[2]` by default) against one process, on generated segments.
+
+    python bench/spark_speedup.py --size 2GiB           # the issue's measurement
+    python bench/spark_speedup.py --size 256MiB         # a quick smoke run
+
+Generates a log dir of `--partitions` partitions (V2 batches of an idempotent producer per
+partition, built with the library's `build_batch`; offset and time indexes as Kafka's append path
+writes them; leader-epoch checkpoints; meta.properties) in a temp dir, verifies it with
+`Verification` in this process and with `SparkVerification`, checks that both give the same
+findings and summary, and prints a markdown table. The session start (JVM, context, package
+shipping) is timed separately from the verify job; times are medians of `--repeat` runs.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import statistics
+import struct
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from kafkalog_tools.formats.record_batch import build_batch, build_record  # noqa: E402
+from kafkalog_tools.verify import Verification  # noqa: E402
+
+T0 = 1_700_000_000_000
+INDEX_INTERVAL = 4096
+RECORDS_PER_BATCH = 40
+
+
+def parse_size(text: str) -> int:
+    match = re.fullmatch(r"(\d+(?:\.\d+)?)\s*([KMG]i?B?)?", text.strip(), re.IGNORECASE)
+    if not match:
+        raise argparse.ArgumentTypeError(f"not a size: {text}")
+    unit = (match.group(2) or "B")[0].upper()
+    return int(float(match.group(1)) * {"B": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}[unit])
+
+
+def generate(root: Path, total: int, partitions: int, segment_bytes: int) -> tuple[int, int]:
+    """Write the log dir; return (bytes of .log written, segments)."""
+    (root / "meta.properties").write_text("version=0\nbroker.id=1\n")
+    (root / ".kafka_cleanshutdown").write_text("")
+    records = [build_record(i, i, f"key-{i}".encode(), (f"value-{i}-".encode() * 40)[:480])
+               for i in range(RECORDS_PER_BATCH)]
+    per_partition = total // partitions
+    written = segments = 0
+    for number in range(partitions):
+        directory = root / f"bench-{number}"
+        directory.mkdir()
+        (directory / "leader-epoch-checkpoint").write_text("0\n1\n0 0\n")
+        offset, sequence, left = 0, 0, per_partition
+        while left > 0:
+            size = _write_segment(directory, offset, sequence, min(left, segment_bytes), records, 1000 + number)
+            batches = _batches_in(directory / f"{offset:020d}.log")
+            offset += batches * RECORDS_PER_BATCH
+            sequence += batches * RECORDS_PER_BATCH
+            left -= size
+            written += size
+            segments += 1
+    return written, segments
+
+
+def _write_segment(directory: Path, base: int, sequence: int, budget: int, records: list[bytes],
+                   producer_id: int) -> int:
+    log, index, timeindex = bytearray(), bytearray(), bytearray()
+    offset, since_index = base, 0
+    while len(log) < budget:
+        timestamp = T0 + offset
+        last = offset + RECORDS_PER_BATCH - 1
+        batch = build_batch(offset, records, base_timestamp=timestamp, max_timestamp=T0 + last,
+                            producer_id=producer_id, producer_epoch=0, base_sequence=sequence + offset - base,
+                            partition_leader_epoch=0)
+        if since_index > INDEX_INTERVAL:  # LogSegment.append: an entry at the start of the batch
+            index += struct.pack(">ii", last - base, len(log))
+            timeindex += struct.pack(">qi", T0 + last, last - base)
+            since_index = 0
+        since_index += len(batch)
+        log += batch
+        offset = last + 1
+    if not timeindex or struct.unpack_from(">q", timeindex, len(timeindex) - 12)[0] < T0 + offset - 1:
+        timeindex += struct.pack(">qi", T0 + offset - 1, offset - 1 - base)  # the entry written on roll
+    name = f"{base:020d}"
+    (directory / f"{name}.log").write_bytes(log)
+    (directory / f"{name}.index").write_bytes(index)
+    (directory / f"{name}.timeindex").write_bytes(timeindex)
+    return len(log)
+
+
+def _batches_in(log: Path) -> int:
+    from kafkalog_tools.formats.segment import SegmentFile
+
+    with SegmentFile(log) as segment:
+        return sum(1 for _ in segment.entries())
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--size", type=parse_size, default=parse_size("2GiB"), help="bytes of .log (e.g. 256MiB, 2GiB)")
+    parser.add_argument("--partitions", type=int, default=16)
+    parser.add_argument("--segment-size", type=parse_size, default=parse_size("64MiB"))
+    parser.add_argument("--master", default="local[2]")
+    parser.add_argument("--repeat", type=int, default=1)
+    parser.add_argument("--dir", help="generate here (default: a temp dir, removed afterwards)")
+    args = parser.parse_args()
+
+    root = Path(args.dir or tempfile.mkdtemp(prefix="kafkalog-spark-bench-")) / "kafka-logs"
+    root.mkdir(parents=True)
+    try:
+        started = time.perf_counter()
+        written, segments = generate(root, args.size, args.partitions, args.segment_size)
+        print(f"generated {written / 2**20:,.0f} MiB in {segments} segments of {args.partitions} partitions "
+              f"in {time.perf_counter() - started:.1f} s under {root}", file=sys.stderr)
+
+        from kafkalog_tools.spark.session import start_session
+        from kafkalog_tools.spark.verify import SparkVerification
+
+        single_times, spark_times = [], []
+        for _ in range(args.repeat):
+            started = time.perf_counter()
+            single = Verification([str(root)])
+            expected = [f.to_json() for f in single]
+            single_times.append(time.perf_counter() - started)
+        started = time.perf_counter()
+        spark = start_session(args.master, {"spark.ui.showConsoleProgress": "false"})
+        session_start = time.perf_counter() - started
+        cores = spark.sparkContext.defaultParallelism
+        try:
+            for _ in range(args.repeat):
+                started = time.perf_counter()
+                on_spark = SparkVerification(spark, [str(root)])
+                found = [f.to_json() for f in on_spark]
+                spark_times.append(time.perf_counter() - started)
+                if found != expected or on_spark.summary != single.summary:
+                    sys.exit("the Spark findings differ from the single-process findings")
+        finally:
+            spark.stop()
+        one, job = statistics.median(single_times), statistics.median(spark_times)
+        print(f"| .log bytes | partitions | segments | findings (errors) | one process | {args.master} "
+              f"({cores} cores) | session start | speedup | speedup incl. session |")
+        print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+        print(f"| {written / 2**20:,.0f} MiB | {args.partitions} | {segments} | {len(expected)} "
+              f"({single.summary.errors}) | {one:.1f} s | {job:.1f} s | {session_start:.1f} s | "
+              f"{one / job:.2f}x | {one / (job + session_start):.2f}x |")
+    finally:
+        if args.dir is None:
+            shutil.rmtree(root.parent, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
