@@ -215,7 +215,7 @@ def test_dump_on_spark_writes_every_golden_batch_and_record_as_kafka_parsed_them
             assert (ours.base_offset, ours.last_offset, ours.size, ours.crc, ours.crc_valid, ours.compression,
                     ours.timestamp_type, ours.max_timestamp, ours.producer_id, ours.producer_epoch,
                     ours.base_sequence, ours.is_transactional, ours.is_control, ours.partition_leader_epoch,
-                    ours.count) == \
+                    ours["count"]) == \
                 (theirs["baseOffset"], theirs["lastOffset"], theirs["sizeInBytes"], theirs["crc"], theirs["isValid"],
                  theirs["compression"], theirs["timestampType"], theirs["maxTimestamp"], theirs["producerId"],
                  theirs["producerEpoch"], theirs["baseSequence"], theirs["isTransactional"], theirs["isControl"],
