@@ -15,7 +15,7 @@ import sys
 import click
 
 from .errors import CorruptDataError, InputError, KafkaLogError
-from .output import EXIT_PROBLEMS, EXIT_USAGE
+from .output import EXIT_PROBLEMS, EXIT_USAGE, escape_undecodable
 
 SUBCOMMANDS = {
     "dump": ("dump", "Print batches, records and index entries, as kafka-dump-log.sh does or as JSON Lines."),
@@ -66,6 +66,8 @@ def cli():
 def main(argv: list[str] | None = None) -> None:
     if hasattr(signal, "SIGPIPE"):
         signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # `kafkalog dump ... | head` ends quietly
+    for stream in (sys.stdout, sys.stderr):  # rich tables and messages print file names too
+        escape_undecodable(stream)
     try:
         cli.main(args=argv, prog_name="kafkalog", standalone_mode=False)
     except click.exceptions.Abort:

@@ -643,7 +643,8 @@ def _write_partition(report: CompactionReport, partition: PartitionDir, staging:
 def _update_checkpoint(path: Path, topic_partition: tuple[str, int], offset: int) -> None:
     entries = checkpoint.read_offsets(path) if path.exists() else {}
     entries[topic_partition] = offset
-    path.write_text(checkpoint.format_offsets(entries))
+    # a partition dir name that is not UTF-8 is written back as the bytes it was read from
+    path.write_bytes(checkpoint.format_offsets(entries).encode("utf-8", "surrogateescape"))
 
 
 def output_bytes(plan: BatchPlan) -> bytes:

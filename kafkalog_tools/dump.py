@@ -300,6 +300,8 @@ def _dump_text_file(path: str, kind: str) -> Iterator[Item]:
             state = quorum_state.read_quorum_state(path)
         except PayloadError as exc:
             raise CorruptDataError(str(exc), path=path) from None
+        except InputError:
+            raise
         except OSError as exc:
             raise InputError(f"cannot read: {exc.strerror}", path=path) from None
         values = {f.name: getattr(state, f.name) for f in dataclasses.fields(state)}

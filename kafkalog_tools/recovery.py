@@ -26,6 +26,7 @@ from typing import Callable, Iterable, Iterator
 
 from .errors import CorruptDataError, InputError, KafkaLogError
 from .formats import offset_index, producer_snapshot, time_index, txn_index
+from .formats.index_file import read_index_bytes
 from .formats.batch import INT32_MAX, Batch
 from .formats.logdir import LogDir, PartitionDir, Segment, classify, read_partition_dir
 from .formats.segment import BadEntry, SegmentFile, Stop, offset_from_name
@@ -637,13 +638,11 @@ def _copy_prefix(source: Path, out, length: int) -> None:
 
 
 def _read_if_exists(path: Path) -> bytes | None:
-    try:
-        with open(path, "rb") as handle:
-            return handle.read()
-    except FileNotFoundError:
+    """The current file, or None; a FIFO, device or directory in its place is an InputError (never
+    waited on, never replaced)."""
+    if not os.path.lexists(path):
         return None
-    except OSError as exc:
-        raise InputError(f"cannot read: {exc.strerror}", path=path) from None
+    return read_index_bytes(path)
 
 
 def _size(path: Path | None) -> int:

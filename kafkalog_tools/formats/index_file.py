@@ -23,6 +23,8 @@ def read_index_bytes(path: str | os.PathLike, limit: int = 1 << 31) -> bytes:
             raise InputError(f"index file of {info.st_size} bytes is larger than any index Kafka writes", path=path)
         with os.fdopen(fd, "rb", closefd=False) as handle:
             return handle.read()
+    except OSError as exc:  # e.g. EIO from a failing disk, or a /proc file that stats as regular
+        raise InputError(f"cannot read: {exc.strerror}", path=path) from None
     finally:
         os.close(fd)
 

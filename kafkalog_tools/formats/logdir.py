@@ -108,6 +108,9 @@ def read_partition_dir(path: Path) -> PartitionDir:
         if entry.is_dir(follow_symlinks=False):
             result.unknown.append((file, "directory inside a partition directory"))
             continue
+        if not entry.is_file(follow_symlinks=False):
+            result.unknown.append((file, "not a regular file (a FIFO, socket or device)"))
+            continue
         if match := SEGMENT_FILE.match(entry.name):
             segment = segments.setdefault(int(match["offset"]), Segment(int(match["offset"])))
             setattr(segment, match["suffix"][1:], file)
@@ -146,6 +149,8 @@ def read_log_dir(path: Path) -> LogDir:
                 result.partitions.append(read_partition_dir(item))
             else:
                 result.unknown.append((item, "directory that is not a partition directory"))
+        elif not entry.is_file(follow_symlinks=False):
+            result.unknown.append((item, "not a regular file (a FIFO, socket or device)"))
         elif entry.name in LOGDIR_KNOWN_FILES:
             result.files[entry.name] = item
         else:

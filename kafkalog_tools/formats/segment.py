@@ -61,9 +61,10 @@ def offset_from_name(path: str | os.PathLike) -> int | None:
 
 
 def open_readonly(path: str | os.PathLike):
-    """Open a regular file for reading only; anything else is an InputError."""
+    """Open a regular file for reading only; anything else is an InputError. O_NONBLOCK: opening a
+    FIFO named like a segment must not wait for a writer (it has no effect on regular files)."""
     try:
-        fd = os.open(path, os.O_RDONLY)
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
     except OSError as exc:
         raise InputError(f"cannot open: {exc.strerror}", path=path) from None
     info = os.fstat(fd)

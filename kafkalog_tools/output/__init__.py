@@ -30,15 +30,19 @@ def json_line(obj: dict) -> str:
     return json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
 
 
+def escape_undecodable(stream: IO) -> None:
+    """File names that are not UTF-8 arrive as surrogate escapes: write them as \\udcXX, whatever the
+    locale (strict would crash, surrogateescape would emit bytes that are not UTF-8 in JSON)."""
+    if callable(getattr(stream, "reconfigure", None)):
+        stream.reconfigure(errors="backslashreplace")
+
+
 class LineWriter:
     """Writes lines to a text stream as UTF-8, replacing what UTF-8 cannot carry."""
 
     def __init__(self, stream: IO | None = None):
         self.stream = stream or sys.stdout
-        # file names that are not UTF-8 arrive as surrogate escapes: write them as \udcXX, whatever the
-        # locale (strict would crash, surrogateescape would emit bytes that are not UTF-8 in JSON)
-        if callable(getattr(self.stream, "reconfigure", None)):
-            self.stream.reconfigure(errors="backslashreplace")
+        escape_undecodable(self.stream)
 
     def write_lines(self, lines: Iterable[str]) -> None:
         write = self.stream.write

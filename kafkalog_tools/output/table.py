@@ -28,12 +28,19 @@ class TableRenderer:
         self.console = console or Console()
         self.table: Table | None = None
         self.title = ""
+        self.columns: tuple[str, ...] = ("entry",)
 
     def _start(self, title: str, *columns: str) -> None:
         self.flush()
+        self.columns = columns
         self.table = Table(title=title, title_justify="left", expand=False)
         for column in columns:
             self.table.add_column(column, overflow="fold")
+
+    def _row(self, *cells) -> None:
+        if self.table is None:  # flushed mid-file (a problem was printed): go on in a new table
+            self._start(self.title, *self.columns)
+        self.table.add_row(*cells)
 
     def flush(self) -> None:
         if self.table is not None and self.table.row_count:
@@ -55,7 +62,7 @@ class TableRenderer:
         elif isinstance(item, d.BatchItem):
             b = item.batch
             flags = " ".join(f for f, on in (("txn", b.is_transactional), ("control", b.is_control)) if on)
-            self.table.add_row(str(b.position), f"{b.base_offset}..{b.last_offset}", str(b.count if b.count is not None else "-"),
+            self._row(str(b.position), f"{b.base_offset}..{b.last_offset}", str(b.count if b.count is not None else "-"),
                                f"{b.timestamp_type} {b.max_timestamp}", b.compression,
                                "-" if b.producer_id < 0 else f"{b.producer_id}/{b.producer_epoch}", flags, str(b.size),
                                Text("ok", style="green") if b.crc_valid else Text("BAD", style="bold red"))
@@ -63,22 +70,23 @@ class TableRenderer:
                 detail = f"key={_preview(record.key)} value={_preview(record.value)}"
                 if record.control is not None:
                     detail = f"{record.control.name}"
-                self.table.add_row("", f"  {record.offset}", "", str(record.timestamp), "", "", "", str(record.size), detail)
+                self._row("", f"  {record.offset}", "", str(record.timestamp), "", "", "", str(record.size), detail)
         elif isinstance(item, d.IndexEntryItem):
-            self.table.add_row(str(item.entry.slot), str(item.entry.offset), str(item.entry.position))
+            self._row(str(item.entry.slot), str(item.entry.offset), str(item.entry.position))
         elif isinstance(item, d.TimeIndexEntryItem):
-            self.table.add_row(str(item.entry.slot), str(item.entry.timestamp), str(item.entry.offset))
+            self._row(str(item.entry.slot), str(item.entry.timestamp), str(item.entry.offset))
         elif isinstance(item, d.AbortedTxnItem):
             e = item.entry
-            self.table.add_row(str(e.producer_id), str(e.first_offset), str(e.last_offset), str(e.last_stable_offset))
+            self._row(str(e.producer_id), str(e.first_offset), str(e.last_offset), str(e.last_stable_offset))
         elif isinstance(item, d.ProducerStateItem):
             e = item.entry
-            self.table.add_row(str(e.producer_id), str(e.epoch), str(e.coordinator_epoch),
+            self._row(str(e.producer_id), str(e.epoch), str(e.coordinator_epoch),
                                str(e.current_txn_first_offset), str(e.last_sequence), str(e.last_offset))
         elif isinstance(item, d.CheckpointItem):
-            self.table.add_row(" ".join(f"{k}={v}" for k, v in item.values.items()))
+            self._row(" ".join(f"{k}={v}" for k, v in item.values.items()))
         elif isinstance(item, d.EmptyIndex):
-            self.console.print(f"[dim]{item.path} is empty[/dim]")
+            self.console.print(Text(f"{item.path} is empty", style="dim"))  # Text: a name may hold [markup]
         elif isinstance(item, d.Trailing):
             self.flush()
-            self.console.print(f"[yellow]{item.path}: {item.size} bytes after the last batch at {item.position}: {item.reason}[/yellow]")
+            self.console.print(Text(f"{item.path}: {item.size} bytes after the last batch at {item.position}: "
+                                    f"{item.reason}", style="yellow"))

@@ -19,6 +19,7 @@ import os
 import re
 from dataclasses import dataclass
 
+from ..formats.segment import open_readonly
 from . import PayloadError
 
 # ---------------------------------------------------------------------------------------------
@@ -26,6 +27,8 @@ from . import PayloadError
 # ---------------------------------------------------------------------------------------------
 
 FILE_NAME = "quorum-state"  # FileQuorumStateStore.DEFAULT_FILE_NAME
+MAX_LINE = 1 << 20
+"""Bytes read for the first line: a real one is under 1 KiB; a huge file without newlines stays cheap."""
 DATA_VERSION = "data_version"
 
 QUORUM_STATE_FIELDS = (
@@ -71,8 +74,9 @@ class QuorumState:
 
 def read_quorum_state(path: str | os.PathLike) -> QuorumState:
     """Read a `quorum-state` file; PayloadError, naming the file, when it is malformed."""
-    with open(path, "rb") as file:
-        first_line = file.readline()
+    fd, _ = open_readonly(path)  # an InputError for a FIFO, directory or missing file
+    with os.fdopen(fd, "rb") as file:
+        first_line = file.readline(MAX_LINE)
     try:
         return parse_quorum_state(first_line.decode("utf-8"))
     except UnicodeDecodeError as exc:  # Kafka's reader rejects malformed UTF-8 too
