@@ -55,12 +55,12 @@ def corpus_paths() -> list[str]:
     return [str(p) for p in paths]
 
 
-def assert_same_as_one_process(spark, paths: list[str], deep: bool = True):
+def assert_same_as_one_process(spark, paths: list[str], deep: bool = True, stage_2_on: str | None = None):
     from kafkalog_tools.spark.verify import SparkVerification
 
     local = Verification(paths, deep=deep)
     expected = [f.to_json() for f in local]
-    on_spark = SparkVerification(spark, paths, deep=deep)
+    on_spark = SparkVerification(spark, paths, deep=deep, stage_2_on=stage_2_on)
     assert [f.to_json() for f in on_spark] == expected
     assert on_spark.summary == local.summary
     assert on_spark.target_summaries == local.target_summaries
@@ -131,10 +131,11 @@ def damaged_copies(root: Path) -> list[str]:
     return out + [str(broker)]
 
 
-def test_verify_on_spark_equals_one_process_on_damaged_copies(spark, tmp_path):
+@pytest.mark.parametrize("stage_2_on", ["driver", "executors"])
+def test_verify_on_spark_equals_one_process_on_damaged_copies(spark, tmp_path, stage_2_on):
     need(GOLDEN)
     need(REAL)
-    findings, _ = assert_same_as_one_process(spark, damaged_copies(tmp_path))
+    findings, _ = assert_same_as_one_process(spark, damaged_copies(tmp_path), stage_2_on=stage_2_on)
     codes = collections.Counter(f["code"] for f in findings)
     # damage located inside segments, and every kind of state carried across segments
     assert set(codes) >= {"crc-mismatch", "offset-not-increasing", "segment-overlap", "leader-epoch-decreased",

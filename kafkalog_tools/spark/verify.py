@@ -14,7 +14,8 @@ class SparkVerification(v.Verification):
     same order, and the same summary."""
 
     def __init__(self, spark, paths: Iterable[str], *, deep: bool = True,
-                 max_findings_per_code: int = v.MAX_FINDINGS_PER_CODE):
+                 max_findings_per_code: int = v.MAX_FINDINGS_PER_CODE, stage_2_on: str | None = None):
+        self.stage_2_on = stage_2_on
         self.paths = list(paths)
         super().__init__(self.paths, deep=deep, max_findings_per_code=max_findings_per_code)
         self.spark = spark
@@ -24,7 +25,7 @@ class SparkVerification(v.Verification):
 
     def __iter__(self) -> Iterator[v.Finding]:
         if self.outcomes is None:
-            self.outcomes = run_partition_checks(self.spark, self.targets, self.deep)
+            self.outcomes = run_partition_checks(self.spark, self.targets, self.deep, self.stage_2_on)
         yield from super().__iter__()
 
     def _target_findings(self, target, summary) -> Iterator[v.Finding]:
@@ -42,17 +43,33 @@ class SparkVerification(v.Verification):
         return next(number for number, known in enumerate(self.targets) if known is target)
 
 
-def run_partition_checks(spark, targets, deep: bool) -> dict[tuple[int, int], v.PartitionOutcome]:
-    """Both stages on the cluster: segments balanced by bytes, then each partition's reports
-    brought together (a shuffle of compact facts, never of segment bytes)."""
+DRIVER_STAGE_2_MAX_BYTES = 64 << 30
+"""Up to this much .log, stage 2 runs on the driver over the collected facts (about 100 bytes per
+batch; it saves a shuffle stage, ~1 s); above it, on executors after a shuffle by partition."""
+
+
+def run_partition_checks(spark, targets, deep: bool, stage_2_on: str | None = None
+                         ) -> dict[tuple[int, int], v.PartitionOutcome]:
+    """Stage 1 per segment on the cluster, balanced by bytes; then stage 2 per partition, on the
+    driver or (`stage_2_on="executors"`, the default above DRIVER_STAGE_2_MAX_BYTES) on executors.
+    Only compact facts travel, never segment bytes."""
     sc = spark.sparkContext
     cores = sc.defaultParallelism
-    groups = plan.balance(plan.segment_units(targets), cores)
+    units = plan.segment_units(targets)
+    groups = plan.balance(units, cores)
     partitions = [((number, index), (partition, named)) for number, target in enumerate(targets)
                   for index, (partition, named) in enumerate(target.partitions)]
     if not partitions:
         return {}
     reports = sc.parallelize(groups, max(1, len(groups))).flatMap(partial(jobs.check_segments, deep=deep))
+    if stage_2_on is None:
+        stage_2_on = "driver" if sum(unit.size for unit in units) <= DRIVER_STAGE_2_MAX_BYTES else "executors"
+    if stage_2_on == "driver":
+        by_partition: dict[tuple[int, int], dict[str, v.SegmentReport]] = {key: {} for key, _ in partitions}
+        for key, report in reports.collect():
+            by_partition[key][report.log] = report
+        return {key: v.check_partition(partition, named, deep, by_partition[key])
+                for key, (partition, named) in partitions}
     described = sc.parallelize(partitions, max(1, min(len(partitions), cores)))
     checked = described.cogroup(reports, max(1, min(len(partitions), plan.TASKS_PER_CORE * cores)))
     return dict(checked.map(partial(jobs.check_partition, deep=deep)).collect())
