@@ -589,9 +589,9 @@ def simulate(report: CompactionReport, partition: PartitionDir, inputs: list[str
     """Write the partition as this cleaning leaves it to <output_dir>/<partition>/, with a
     cleaner-offset-checkpoint (and replication-offset-checkpoint) in <output_dir>, so that the next
     cleaning can be simulated on it. Indexes are rebuilt by recovery's rules. Returns the new dir."""
-    output_dir = Path(output_dir).resolve()
+    output_dir = Path(os.path.realpath(output_dir))  # realpath: a symlink loop given is no RuntimeError
     for source in [*inputs, partition.path, partition.path.parent]:
-        source = Path(source).resolve()
+        source = Path(os.path.realpath(source))
         if output_dir == source or source in output_dir.parents:
             raise InputError(f"the output dir is inside the input tree ({source}); choose a directory elsewhere",
                              path=output_dir)

@@ -211,8 +211,8 @@ def analyze(paths: list[str | os.PathLike], leader: str | os.PathLike | None = N
     if len(names) > 1:
         notes.append(f"the directories name different partitions ({', '.join(sorted(names))})")
     if leader is not None:
-        wanted = Path(leader).resolve()
-        chosen = next((r for r in replicas if Path(r.path).resolve() == wanted), None)
+        wanted = os.path.realpath(leader)  # never raises on a symlink loop (Path.resolve does)
+        chosen = next((r for r in replicas if os.path.realpath(r.path) == wanted), None)
         if chosen is None:
             raise InputError("--leader must be one of the replica directories given", path=leader)
         reason = "chosen with --leader"

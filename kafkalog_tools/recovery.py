@@ -551,7 +551,7 @@ def _plan(paths: Iterable[str | os.PathLike]) -> list[_Plan]:
             partition, segment = segment_of(found)
             named = [(partition, [segment])]
         for partition, segments in named:
-            plan = plans.setdefault(partition.path.resolve(), _Plan(partition, []))
+            plan = plans.setdefault(Path(os.path.realpath(partition.path)), _Plan(partition, []))
             known = {s.base_offset for s in plan.segments}
             plan.segments.extend(s for s in segments if s.log is not None and s.base_offset not in known)
     for plan in plans.values():

@@ -302,10 +302,10 @@ def awkward_names(rng, case: Case) -> None:
     parent = os.fsencode(case.partition or case.log_dir)
     data = case.file.read_bytes() if stat.S_ISREG(os.lstat(case.file).st_mode) else b""
     name = rng.choice((b"\xff\xfe.log", b"0000000000000000000\xff.log", b"\xed\xa0\x80.index", b"caf\xe9.snapshot",
-                       b"[/].log", b"[bold red]x.index"))
+                       b"[bold red]x.log", b"x[red].index"))
     with open(os.path.join(parent, name), "wb") as handle:
         handle.write(data)
-    bad_partition = os.path.join(os.fsencode(case.log_dir), rng.choice((b"t\xff\xfeopic-0", b"[/]-0", b"t[red]-1")))
+    bad_partition = os.path.join(os.fsencode(case.log_dir), rng.choice((b"t\xff\xfeopic-0", b"[bold]-0", b"t[red]-1")))
     if not os.path.lexists(bad_partition):
         os.mkdir(bad_partition)
         with open(os.path.join(bad_partition, os.fsencode(f"{SEGMENT_NAME}.log")), "wb") as handle:
