@@ -15,6 +15,12 @@ TIMESTAMP_TYPES = {-1: "NoTimestampType", 0: "CreateTime", 1: "LogAppendTime"}
 INT32_MAX = 0x7FFFFFFF
 
 
+def java_long(value: int) -> int:
+    """`value` as Java's long arithmetic leaves it: wrapped into [-2^63, 2^63) (a hostile base offset
+    near Long.MAX plus a delta overflows in Kafka too)."""
+    return (value + (1 << 63)) % (1 << 64) - (1 << 63)
+
+
 def increment_sequence(sequence: int, increment: int) -> int:
     """DefaultRecordBatch.incrementSequence: sequences wrap past Int.MAX to 0."""
     if sequence > INT32_MAX - increment:

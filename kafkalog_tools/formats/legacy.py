@@ -19,7 +19,7 @@ from .. import codecs
 from ..errors import CorruptDataError, DecompressionError
 from ..protocol import NullableBytes32
 from ..schema import derive_struct
-from .batch import NO_TIMESTAMP, TIMESTAMP_TYPES, Batch, Record
+from .batch import NO_TIMESTAMP, TIMESTAMP_TYPES, Batch, Record, java_long
 
 # ---------------------------------------------------------------------------------------------
 # Schema
@@ -187,7 +187,7 @@ class LegacyBatch(Batch):
         if not inner:
             raise self._error("Found invalid compressed record set with no inner records")
         base = self._absolute_base(inner[-1].offset)
-        return [self._as_record(m, None, m.offset if base is None else base + m.offset) for m in inner]
+        return [self._as_record(m, None, m.offset if base is None else java_long(base + m.offset)) for m in inner]
 
     def _absolute_base(self, last_inner_offset: int) -> int | None:
         if self.magic == 0:
@@ -200,7 +200,7 @@ class LegacyBatch(Batch):
                 f"Found invalid wrapper offset in compressed v1 message set, wrapper offset '{wrapper_offset}' "
                 f"is less than the last inner message offset '{last_inner_offset}' and it is not zero."
             )
-        return wrapper_offset - last_inner_offset
+        return java_long(wrapper_offset - last_inner_offset)
 
     def _error(self, message: str, detail: str | None = None) -> CorruptDataError:
         text = f"compressed message at {self.position}: {message}"

@@ -35,7 +35,7 @@ from ..crc import crc32c
 from ..errors import CorruptDataError, DecompressionError, TruncatedError
 from ..protocol import KafkaArray, SizePrefixed, VarInt, VarLong
 from ..schema import derive_struct
-from .batch import NO_TIMESTAMP, TIMESTAMP_TYPES, Batch, Record, increment_sequence
+from .batch import NO_TIMESTAMP, TIMESTAMP_TYPES, Batch, Record, increment_sequence, java_long
 from .control import ControlRecordError, parse_control
 
 # ---------------------------------------------------------------------------------------------
@@ -146,7 +146,7 @@ def parse_batch(source, position: int, path: str, decompress_limit: int = codecs
         path=path,
         position=position,
         size=size,
-        last_offset=base_offset + last_offset_delta,
+        last_offset=java_long(base_offset + last_offset_delta),
         magic=magic,
         crc=crc,
         crc_valid=computed == crc,
