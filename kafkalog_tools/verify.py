@@ -619,6 +619,7 @@ def check_segment(segment: Segment, is_active: bool, deep: bool = True,
         report.counts.segments += 1
         report.counts.log_bytes += log.file_size
         scan = _LogScan(log, segment, deep, report, on_progress)
+        scan.is_active = is_active
         scan.run()
         report.index_findings.extend(_check_offset_index(segment, log, scan.table, is_active))
         report.index_findings.extend(_check_time_index(segment, log, scan.table, is_active))
@@ -694,6 +695,8 @@ class _LogScan:
         self.reported = 0
         self.last_offset: int | None = None
         """Largest last offset of this segment's intact batches so far."""
+        self.is_active = False
+        """The partition's last segment: a broker may be appending to it as we read."""
 
     def run(self) -> None:
         position: int | None = 0
@@ -722,6 +725,8 @@ class _LogScan:
         if log.stop is Stop.END:
             return None
         start = log.stop_position
+        if self._still_being_written(start):
+            return None
         if log.stop is Stop.SHORT_TAIL:
             self._add_damage(start, log.end, "short-tail",
                              f"{log.end - start} trailing bytes, too few for a batch header (17)", None)
@@ -741,6 +746,24 @@ class _LogScan:
             code = "corrupt-length"
         self._add_damage(start, resync if resync is not None else log.end, code, what, resync)
         return resync
+
+    def _still_being_written(self, start: int) -> bool:
+        """A partial last batch at the end of the active segment is a write in progress (or the
+        one a crash interrupted, which Kafka's recovery cuts): a warning, not damage - unless it
+        is zeros, or a valid batch follows (then its length field is what is wrong)."""
+        log = self.log
+        if not self.is_active or log.stop not in (Stop.SHORT_TAIL, Stop.PARTIAL_ENTRY) \
+                or _all_zero(log.buffer, start, log.end) or self._resync(start + 1) is not None:
+            return False
+        declared = LOG_OVERHEAD + int.from_bytes(log.buffer[start + 8 : start + 12], "big", signed=True) \
+            if log.end - start >= LOG_OVERHEAD else None
+        size = "" if declared is None else f" of a {declared}-byte batch"
+        self.report.log_findings.append(((start, len(self.report.batches), _RANK_AFTER), Finding(
+            WARNING, "still-being-written", log.path, start,
+            f"the last {log.end - start} bytes{size} at the end of the active segment are a batch still being "
+            f"written (a live broker) or cut by a crash (Kafka's recovery truncates them): not corruption",
+            {"length": log.end - start, "declared_size": declared})))
+        return True
 
     def _entry_damage(self, entry: Batch | BadEntry) -> int | None:
         """A batch of plausible size that is unreadable or fails its CRC. Its length is trusted only

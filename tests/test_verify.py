@@ -68,16 +68,33 @@ def test_real_broker_dirs_have_no_errors_only_missing_indexes(real, broker):
     assert run.summary.partitions > 50 and run.summary.batches > 0
 
 
-def test_the_truncated_copy_is_one_error_at_the_cut_batch(golden):
+def test_the_truncated_copy_is_a_batch_still_being_written(golden):
+    """The copy was taken from a running broker: the cut batch ends the active segment."""
     damage = json.loads((golden / "manifests" / "damaged" / f"{MIXED}.damage.json").read_text())[0]
     findings, run = verify(golden / damage["dir"])
-    [error] = [f for f in findings if f.severity == ERROR]
+    assert run.summary.errors == 0
+    [partial] = [f for f in findings if f.severity == WARNING]
+    assert (Path(partial.file).name, partial.position, partial.code) == (
+        damage["file"], damage["cutBatchPosition"], "still-being-written")
+    assert partial.extra == {"length": damage["truncatedTo"] - damage["cutBatchPosition"],
+                             "declared_size": damage["cutBatchSize"]}
+    assert run.summary.damaged_bytes == 0
+    # the active segment's indexes are preallocated
+    assert codes(findings, INFO) == {"index-preallocated", "timeindex-preallocated", "timeindex-no-final-entry"}
+
+
+def test_the_same_cut_before_a_later_segment_is_one_error_at_the_cut_batch(golden, tmp_path):
+    damage = json.loads((golden / "manifests" / "damaged" / f"{MIXED}.damage.json").read_text())[0]
+    work = tmp_path / MIXED
+    shutil.copytree(golden / damage["dir"], work)
+    later = build_batch(3000, [build_record(0, 0, b"k", b"v")])
+    (work / "00000000000000003000.log").write_bytes(later)
+    findings, run = verify(work)
+    [error] = [f for f in findings if f.severity == ERROR and Path(f.file).name == damage["file"]]
     assert (Path(error.file).name, error.position, error.code) == (damage["file"], damage["cutBatchPosition"],
                                                                    "truncated-batch")
     assert error.extra["end"] == damage["truncatedTo"] and error.extra["resync_position"] is None
     assert run.summary.damaged_bytes == damage["truncatedTo"] - damage["cutBatchPosition"]
-    # the copy was taken from a running broker: the active segment's indexes are preallocated
-    assert codes(findings, INFO) == {"index-preallocated", "timeindex-preallocated", "timeindex-no-final-entry"}
 
 
 # ---------------------------------------------------------------------------------------------
