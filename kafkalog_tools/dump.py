@@ -21,7 +21,7 @@ from . import codecs
 from .errors import CorruptDataError, InputError, KafkaLogError
 from .formats import checkpoint, logdir, offset_index, producer_snapshot, properties, time_index, txn_index
 from .formats.batch import Batch, Record
-from .formats.segment import BadEntry, SegmentFile, Stop
+from .formats.segment import BadEntry, SegmentFile, Stop, all_zero, offset_from_name
 from .payloads import DecodedPayload, PayloadDecoder, PayloadError, decoder_for_topic, decoders
 from .payloads import quorum_state
 
@@ -162,6 +162,8 @@ class Trailing:
     position: int
     size: int
     reason: str
+    still_being_written: bool = False
+    """A partial batch at the end of the active segment: a write in progress, not corruption."""
 
 
 @dataclass
@@ -227,10 +229,12 @@ def _dump_log_dir(target: logdir.LogDir, given: str, options: DumpOptions) -> It
 
 def _dump_partition(partition: logdir.PartitionDir, given: str, options: DumpOptions) -> Iterator[Item]:
     topic = partition.topic
+    last = partition.segments[-1].base_offset if partition.segments else None
     for segment in partition.segments:
         for path in (segment.log, segment.index, segment.timeindex, segment.txnindex):
             if path is not None:
-                yield from dump_file(_join(given, path, partition.path), options, topic=topic)
+                yield from dump_file(_join(given, path, partition.path), options, topic=topic,
+                                     active=segment.base_offset == last)
     for path in partition.snapshots + partition.kraft_snapshots:
         yield from dump_file(_join(given, path, partition.path), options, topic=topic)
     for name in sorted(partition.files):
@@ -259,14 +263,18 @@ def kind_of(path: str) -> str | None:
     return SUFFIX_KINDS.get(name[dot:]) if dot >= 0 else None
 
 
-def dump_file(path: str, options: DumpOptions, topic: str | None = None) -> Iterator[Item]:
+def dump_file(path: str, options: DumpOptions, topic: str | None = None,
+              active: bool | None = None) -> Iterator[Item]:
+    """`active`: whether the file belongs to its partition's last segment (None: look at its directory)."""
     kind = kind_of(path)
     if kind is None:
         yield UnknownFile(path, "not a file kind kafkalog dumps")
         return
     try:
         if kind in ("log", "checkpoint"):
-            yield from _dump_log(path, kind, options, topic)
+            if active is None:
+                active = kind == "log" and _is_last_segment(path)
+            yield from _dump_log(path, kind, options, topic, active and kind == "log")
         elif kind == "index":
             yield from _dump_offset_index(path)
         elif kind == "timeindex":
@@ -344,7 +352,20 @@ def _partial_index_entry(path: str, index, what: str) -> Iterator[Item]:
 _KRAFT_SNAPSHOT_NAME = re.compile(r"^(\d{20})-(\d{10})\.checkpoint$")
 
 
-def _dump_log(path: str, kind: str, options: DumpOptions, topic: str | None) -> Iterator[Item]:
+def _is_last_segment(path: str) -> bool:
+    """No segment with a larger base offset lies next to this one (read from the directory only)."""
+    base = offset_from_name(path)
+    directory = os.path.dirname(path) or "."
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return False
+    return base is not None and not any(
+        (match := logdir.SEGMENT_FILE.match(name)) and match["suffix"] == ".log" and int(match["offset"]) > base
+        for name in names)
+
+
+def _dump_log(path: str, kind: str, options: DumpOptions, topic: str | None, active: bool) -> Iterator[Item]:
     with SegmentFile(path, max_bytes=options.max_bytes, decompress_limit=options.decompress_limit) as segment:
         snapshot_id = None
         if kind == "checkpoint" and (match := _KRAFT_SNAPSHOT_NAME.match(os.path.basename(path))):
@@ -382,7 +403,11 @@ def _dump_log(path: str, kind: str, options: DumpOptions, topic: str | None) -> 
         elif segment.stop_position < segment.end:
             reason = ("too few bytes for a batch header" if segment.stop is Stop.SHORT_TAIL
                       else "the last batch runs past the end of the file (truncated)")
-            yield Trailing(path, segment.stop_position, segment.end - segment.stop_position, reason)
+            # the end of a live broker's active segment (a crash's cut looks the same; recovery drops it)
+            live = active and not all_zero(segment.buffer, segment.stop_position, segment.end)
+            if live:
+                reason = "a batch still being written at the end of the active segment, or cut by a crash"
+            yield Trailing(path, segment.stop_position, segment.end - segment.stop_position, reason, live)
 
 
 def _payload_decoder(options: DumpOptions, topic: str | None) -> PayloadDecoder | None:

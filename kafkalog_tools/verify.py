@@ -37,6 +37,7 @@ from .formats.logdir import LogDir, PartitionDir, Segment, classify
 from .formats.offset_index import OffsetIndex
 from .formats.record_batch import skim_records
 from .formats.segment import LOG_OVERHEAD, MAGIC_OFFSET, BadEntry, SegmentFile, Stop
+from .formats.segment import all_zero as _all_zero, next_non_zero as _next_non_zero
 from .formats.time_index import TimeIndex
 from .formats.txn_index import AbortedTxn, TransactionIndex
 from .recovery import ProducerState, ProducerStateError, segment_of, starting_producer_state
@@ -1201,22 +1202,6 @@ def _snapshot_text(entry: producer_snapshot.ProducerEntry | None) -> str:
 _OFFSET_AND_SIZE = struct.Struct(">qi")
 _MAGIC_CANDIDATE = re.compile(rb"[\x00-\x02]")
 """A batch's magic byte is 0, 1 or 2: in random bytes, 3 positions in 256 are worth a closer look."""
-_CHUNK = 1 << 20
-_ZEROS = bytes(_CHUNK)
-
-
-def _next_non_zero(buf, start: int, end: int) -> int | None:
-    """Position of the first non-zero byte in [start, end), or None. Whole chunks are compared
-    with zeros (memcmp speed); only the chunk that differs is searched byte by byte."""
-    for chunk_start in range(start, end, _CHUNK):
-        chunk = buf[chunk_start : min(end, chunk_start + _CHUNK)]
-        if chunk != _ZEROS[: len(chunk)]:
-            return chunk_start + len(chunk) - len(chunk.lstrip(b"\x00"))
-    return None
-
-
-def _all_zero(buf, start: int, end: int) -> bool:
-    return end > start and _next_non_zero(buf, start, end) is None
 
 
 def _from_error(exc: KafkaLogError, code: str, file: str) -> Finding:

@@ -15,6 +15,7 @@ from ..timestamps import parse_timestamp
 from ..output import EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE, FORMATS, LineWriter, choose_format
 from ..output import dumplog_text, jsonl
 from ..spark.options import check_spark_usage, spark_options
+from . import stop_strictly, strict_option
 
 DECODER_CHOICES = ("auto", "none", "consumer-offsets", "transaction-log", "cluster-metadata")
 
@@ -64,11 +65,12 @@ def _regex(ctx, param, value):
               help="Read only the first N bytes of each .log (KIP-824); no trailing-bytes report.")
 @click.option("--max-decompressed", type=click.IntRange(min=1), default=codecs.DEFAULT_LIMIT, show_default=True,
               help="Largest decompressed batch accepted; larger is reported as a decompression bomb.")
+@strict_option("problem (a corrupt or truncated batch, a bad CRC, an unreadable file)")
 @spark_options("With --spark (required then): write DIR/batches and DIR/records, Parquet datasets partitioned "
                "by topic and partition with the JSON Lines field names, and DIR/problems.")
 def command(paths, output_format, deep_iteration, print_data_log, skip_record_metadata, bytes_mode, decoder,
             offsets_decoder, transaction_log_decoder, cluster_metadata_decoder, from_offset, to_offset, from_time,
-            to_time, producer_id, key, key_regex, max_bytes, max_decompressed, use_spark, master, spark_conf,
+            to_time, producer_id, key, key_regex, max_bytes, max_decompressed, strict, use_spark, master, spark_conf,
             output):
     """Print the batches, records and index entries of segments, partitions or whole log dirs.
 
@@ -111,7 +113,8 @@ def command(paths, output_format, deep_iteration, print_data_log, skip_record_me
 
         table = TableRenderer()
     for item in d.dump(list(paths), options):
-        problems += _is_problem(item, max_bytes is not None)
+        problem = _is_problem(item, max_bytes is not None)
+        problems += problem
         unreadable += isinstance(item, d.Problem) and isinstance(item.error, InputError)
         if output_format == "json":
             writer.write_lines(jsonl.lines(item, bytes_mode))
@@ -127,6 +130,12 @@ def command(paths, output_format, deep_iteration, print_data_log, skip_record_me
             writer.write_lines(dumplog_text.lines(item, print_data=options.print_data,
                                                   max_bytes_given=max_bytes is not None,
                                                   skip_metadata=skip_record_metadata))
+        if isinstance(item, d.Trailing) and item.still_being_written and output_format != "json":
+            click.echo(f"kafkalog: note: {item.path}: byte {item.position}: {item.size} bytes: {item.reason}", err=True)
+        if problem and strict:
+            sys.stdout.flush()
+            stop_strictly(_problem_text(item))
+            break
     if table:
         table.flush()
     sys.stdout.flush()
@@ -159,5 +168,13 @@ def _is_problem(item, max_bytes_given: bool) -> bool:
     if isinstance(item, d.BatchItem):
         return not item.batch.crc_valid
     if isinstance(item, d.Trailing):
-        return not max_bytes_given
+        return not max_bytes_given and not item.still_being_written
     return False
+
+
+def _problem_text(item) -> str:
+    if isinstance(item, d.Problem):
+        return str(item.error)
+    if isinstance(item, d.BatchItem):
+        return f"{item.batch.path}: byte {item.batch.position}: the batch fails its CRC (stored {item.batch.crc})"
+    return f"{item.path}: byte {item.position}: {item.size} bytes after the last batch: {item.reason}"

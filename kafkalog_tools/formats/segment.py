@@ -153,3 +153,21 @@ class SegmentFile:
             if isinstance(entry, BadEntry):
                 raise entry.error
             yield entry
+
+
+_CHUNK = 1 << 20
+_ZEROS = bytes(_CHUNK)
+
+
+def next_non_zero(buf, start: int, end: int) -> int | None:
+    """Position of the first non-zero byte in [start, end), or None. Whole chunks are compared
+    with zeros (memcmp speed); only the chunk that differs is searched byte by byte."""
+    for chunk_start in range(start, end, _CHUNK):
+        chunk = buf[chunk_start : min(end, chunk_start + _CHUNK)]
+        if chunk != _ZEROS[: len(chunk)]:
+            return chunk_start + len(chunk) - len(chunk.lstrip(b"\x00"))
+    return None
+
+
+def all_zero(buf, start: int, end: int) -> bool:
+    return end > start and next_non_zero(buf, start, end) is None

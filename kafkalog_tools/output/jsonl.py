@@ -150,7 +150,7 @@ def objects(item, bytes_mode: str = "auto") -> list[dict]:
         return [{"type": "checkpoint_entry", "file": item.path, "kind": item.kind, **item.values}]
     if isinstance(item, d.Trailing):
         return [{"type": "trailing_bytes", "file": item.path, "position": item.position, "size": item.size,
-                 "reason": item.reason}]
+                 "reason": item.reason, "still_being_written": item.still_being_written}]
     if isinstance(item, d.Problem):
         return [problem_object(item)]
     if isinstance(item, d.UnknownFile):
