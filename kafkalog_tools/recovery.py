@@ -430,6 +430,8 @@ class RebuildOptions:
     dry_run: bool = False
     output_dir: Path | None = None
     """Write the rebuilt files to <output_dir>/<partition dir name>/ and leave the input alone."""
+    strict: bool = False
+    """Stop at the first segment recovery would fail on or cut (without `truncate`); write nothing for it."""
 
 
 @dataclass
@@ -478,12 +480,18 @@ class Rebuild:
         self.options = options or RebuildOptions()
         self.on_progress = on_progress
         self.plans = _plan(paths)
+        if self.options.output_dir is not None:
+            _refuse_output_in_input_tree(self.options.output_dir, [p.partition.path for p in self.plans])
+        self.stopped: SegmentRebuild | None = None
+        """With `strict`: the segment the run stopped at."""
         self.total_bytes = sum(replay_bytes(plan.partition, plan.segments[0].base_offset)
                                + sum(_size(s.log) for s in plan.segments) for plan in self.plans)
 
     def __iter__(self) -> Iterator[SegmentRebuild]:
         for plan in self.plans:
             yield from self._rebuild_partition(plan)
+            if self.stopped is not None:
+                return
 
     def _rebuild_partition(self, plan: _Plan) -> Iterator[SegmentRebuild]:
         start = starting_producer_state(plan.partition, plan.segments[0].base_offset, self.on_progress)
@@ -494,6 +502,11 @@ class Rebuild:
                 recovery = recover_segment(log, state, self.options.index_interval_bytes, self.on_progress)
             result = SegmentRebuild(str(plan.partition.path), recovery, notes=[origin], dry_run=self.options.dry_run)
             origin = "producer state carried from the previous segment"
+            if self.options.strict and (recovery.failure is not None
+                                        or recovery.truncated_bytes and not self.options.truncate):
+                self.stopped = result
+                yield result
+                return
             if recovery.failure is None:
                 result.changes = self._write(plan.partition, segment, recovery)
                 if recovery.truncated_bytes and self.options.truncate and segment.base_offset != last_base:
@@ -557,6 +570,20 @@ def _plan(paths: Iterable[str | os.PathLike]) -> list[_Plan]:
     for plan in plans.values():
         plan.segments.sort(key=lambda s: s.base_offset)
     return [plan for plan in plans.values() if plan.segments]
+
+
+def _refuse_output_in_input_tree(output_dir: Path, partitions: list[Path]) -> None:
+    """The output dir may not lie inside a log dir being read (a partition dir or its parent), nor
+    contain one: rebuilt files must never mix with the evidence."""
+    out = os.path.realpath(output_dir)
+    for partition in partitions:
+        for root in (os.path.realpath(partition), os.path.dirname(os.path.realpath(partition))):
+            if out == root or out.startswith(root.rstrip(os.sep) + os.sep):
+                raise InputError(f"the output dir is inside the input tree ({root}); choose a directory elsewhere",
+                                 path=output_dir)
+            if root.startswith(out.rstrip(os.sep) + os.sep):
+                raise InputError(f"the input tree ({root}) is inside the output dir; choose a directory elsewhere",
+                                 path=output_dir)
 
 
 def segment_of(path: Path) -> tuple[PartitionDir, Segment]:

@@ -36,7 +36,7 @@ def tree_state(root: Path) -> dict:
 
 @pytest.fixture
 def damaged(golden, tmp_path) -> Path:
-    work = tmp_path / MIXED
+    work = tmp_path / "logs" / MIXED  # in a log dir of its own: --output-dir tmp_path/out is outside it
     shutil.copytree(golden / "damaged" / "truncated" / MIXED, work)
     for path in work.iterdir():
         path.chmod(0o644)  # writable, so that a stray write would succeed and be seen

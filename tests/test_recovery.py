@@ -287,7 +287,7 @@ def test_state_from_a_snapshot_carries_open_transactions():
 
 
 def damaged_copy(golden: Path, tmp_path: Path) -> Path:
-    work = tmp_path / "golden-v2-mixed-0"
+    work = tmp_path / "logs" / "golden-v2-mixed-0"  # its log dir, tmp_path/logs, is the input tree too
     shutil.copytree(golden / "damaged" / "truncated" / "golden-v2-mixed-0", work)
     return work
 

@@ -9,6 +9,7 @@ import click
 
 from .. import lookup as lk
 from ..output import EXIT_OK, EXIT_PROBLEMS, LineWriter, choose_format
+from . import stop_strictly, strict_option
 
 _QUERY_ORDER = "lookup.query_order"
 
@@ -40,7 +41,8 @@ def _timestamps(ctx, param, values):
 @click.option("--scan", is_flag=True, help="Do not use the indexes: scan the segments (a cross-check).")
 @click.option("--format", "output_format", type=click.Choice(("text", "json")),
               help="text for people, json for JSON Lines. Default: text on a terminal, json on a pipe.")
-def command(partition_dir, offsets, timestamps, explain, scan, output_format):
+@strict_option("problem: damaged data in the way, or a broken index that would make it scan instead")
+def command(partition_dir, offsets, timestamps, explain, scan, output_format, strict):
     """Find records by offset or timestamp the way Kafka's read path does, offline.
 
     By offset: the segment with the largest base offset <= N, its offset index, a scan to the first
@@ -68,6 +70,11 @@ def command(partition_dir, offsets, timestamps, explain, scan, output_format):
                 writer.write_json([answer.to_json(explain)])
             else:
                 _print_answer(answer, explain)
+            if strict and (answer.damaged or answer.warnings):
+                sys.stdout.flush()
+                stop_strictly(answer.reason if answer.damaged else answer.warnings[0])
+                damaged = True
+                break
     sys.stdout.flush()
     sys.exit(EXIT_PROBLEMS if damaged else EXIT_OK)
 

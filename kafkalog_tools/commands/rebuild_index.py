@@ -9,6 +9,7 @@ import click
 from .. import recovery
 from ..output.progress import byte_progress
 from ..output import EXIT_OK, EXIT_PROBLEMS, LineWriter, choose_format
+from . import stop_strictly, strict_option
 
 
 @click.command("rebuild-index")
@@ -22,10 +23,12 @@ from ..output import EXIT_OK, EXIT_PROBLEMS, LineWriter, choose_format
 @click.option("--no-backup", is_flag=True, help="Do not keep replaced files as <name>.bak.")
 @click.option("--dry-run", is_flag=True, help="Report what would change; write nothing.")
 @click.option("--output-dir", type=click.Path(file_okay=False, writable=True, path_type=Path),
-              help="Write the rebuilt files to DIR/<partition dir name>/ and leave the input alone.")
+              help="Write the rebuilt files to DIR/<partition dir name>/ and leave the input alone. DIR may not "
+                   "lie inside the log dir being read, nor contain it.")
 @click.option("--format", "output_format", type=click.Choice(("text", "json")),
               help="text: a human summary; json: JSON Lines. Default: text on a terminal, json on a pipe.")
-def command(paths, index_interval_bytes, truncate, no_backup, dry_run, output_dir, output_format):
+@strict_option("segment recovery would fail on or cut (without --truncate); nothing is written for it")
+def command(paths, index_interval_bytes, truncate, no_backup, dry_run, output_dir, output_format, strict):
     """Regenerate .index, .timeindex and .txnindex from the .log files, byte for byte as Kafka's
     LogSegment.recover writes them.
 
@@ -39,7 +42,7 @@ def command(paths, index_interval_bytes, truncate, no_backup, dry_run, output_di
     would fail; 2 usage or I/O error.
     """
     options = recovery.RebuildOptions(index_interval_bytes=index_interval_bytes, truncate=truncate,
-                                      backup=not no_backup, dry_run=dry_run, output_dir=output_dir)
+                                      backup=not no_backup, dry_run=dry_run, output_dir=output_dir, strict=strict)
     output_format = choose_format(output_format, tty_default="text")
     run = recovery.Rebuild(paths, options)
     console = None
@@ -57,6 +60,9 @@ def command(paths, index_interval_bytes, truncate, no_backup, dry_run, output_di
                 LineWriter().write_json([_segment_json(result)])
             else:
                 _print_segment(console, result)
+    if run.stopped is not None:
+        rec = run.stopped.recovery
+        stop_strictly(str(rec.failure if rec.failure is not None else rec.invalid))
     summary = {"type": "summary", "dry_run": dry_run, "problems": problems, **totals}
     if console is None:
         LineWriter().write_json([summary])

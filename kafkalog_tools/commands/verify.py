@@ -10,6 +10,7 @@ import click
 from .. import verify as v
 from ..output.progress import byte_progress
 from ..spark.options import check_spark_usage, spark_options
+from . import stop_strictly, strict_option
 from ..output import EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE, LineWriter, choose_format
 
 SEVERITY_STYLE = {v.ERROR: "bold red", v.WARNING: "yellow", v.INFO: "dim"}
@@ -24,8 +25,9 @@ SEVERITY_STYLE = {v.ERROR: "bold red", v.WARNING: "yellow", v.INFO: "dim"}
 @click.option("--shallow", is_flag=True, help="Check batch headers and CRCs only; do not decode records.")
 @click.option("--max-findings", type=click.IntRange(min=1), default=v.MAX_FINDINGS_PER_CODE, show_default=True,
               help="Findings shown per file and kind; the rest are counted.")
+@strict_option("error")
 @spark_options("With --spark: also write the findings as Parquet to DIR/findings.")
-def command(paths, output_format, shallow, max_findings, use_spark, master, spark_conf, output):
+def command(paths, output_format, shallow, max_findings, strict, use_spark, master, spark_conf, output):
     """Check segments, partitions or whole log dirs for everything Kafka's own loading would trip
     over - and nothing that Kafka itself wrote and considers valid.
 
@@ -56,7 +58,7 @@ def command(paths, output_format, shallow, max_findings, use_spark, master, spar
         if output_format == "json":
             writer = LineWriter()
             with nullcontext() if spark else byte_progress(None, run, "verifying"):
-                for finding in run:
+                for finding in _until_first_error(run) if strict else run:
                     writer.write_json([finding.to_json()])
                     if output:
                         shown.append((run.current_path, finding))
@@ -69,7 +71,7 @@ def command(paths, output_format, shallow, max_findings, use_spark, master, spar
 
             console = Console(highlight=False)
             with nullcontext() if spark else byte_progress(console, run, "verifying"):
-                for finding in run:
+                for finding in _until_first_error(run) if strict else run:
                     _print_finding(console, finding)
                     if output:
                         shown.append((run.current_path, finding))
@@ -87,6 +89,15 @@ def command(paths, output_format, shallow, max_findings, use_spark, master, spar
             spark.stop()
     summary = run.summary
     sys.exit(EXIT_USAGE if summary.io_errors else EXIT_PROBLEMS if summary.errors else EXIT_OK)
+
+
+def _until_first_error(findings):
+    for finding in findings:
+        yield finding
+        if finding.severity == v.ERROR:
+            stop_strictly(f"{finding.file}: " + ("" if finding.position is None else f"byte {finding.position}: ")
+                          + finding.message)
+            return
 
 
 def _print_finding(console, finding: v.Finding) -> None:
