@@ -71,7 +71,7 @@ def assert_same_as_one_process(spark, paths: list[str], deep: bool = True, stage
 def test_verify_on_spark_equals_one_process_on_the_corpus(spark, deep):
     findings, run = assert_same_as_one_process(spark, corpus_paths(), deep)
     assert run.summary.partitions > 100 and run.summary.segments > 100
-    assert {f["code"] for f in findings} >= {"truncated-batch", "index-missing"}
+    assert {f["code"] for f in findings} >= {"index-missing", "timeindex-preallocated"}
 
 
 def damaged_copies(root: Path) -> list[str]:
@@ -171,12 +171,13 @@ def test_verify_cli_on_spark_prints_what_one_process_prints_and_writes_parquet(s
     paths = [str(GOLDEN / "damaged" / "truncated" / "golden-v2-mixed-0"), str(need(REAL) / "zk-broker-b")]
     single = kafkalog("verify", "--format", "json", *paths)
     on_spark = kafkalog("verify", "--format", "json", *SPARK_ARGS, "--output", str(tmp_path / "out"), *paths)
-    assert (on_spark.returncode, single.returncode) == (1, 1), on_spark.stderr[-2000:]
+    assert on_spark.returncode == single.returncode, on_spark.stderr[-2000:]
     lines = [json.loads(line) for line in on_spark.stdout.splitlines()]
     assert [line for line in lines if line["type"] != "path_summary"] == \
         [json.loads(line) for line in single.stdout.splitlines()]
     per_path = {line["path"]: line for line in lines if line["type"] == "path_summary"}
-    assert list(per_path) == paths and per_path[paths[0]]["errors"] == 1 and per_path[paths[1]]["partitions"] > 50
+    assert list(per_path) == paths and per_path[paths[0]]["segments"] == 5 and per_path[paths[1]]["partitions"] > 50
+    assert sum(s["warnings"] for s in per_path.values()) == lines[-1]["warnings"] > 0
     written = spark.read.parquet(str(tmp_path / "out" / "findings")).collect()
     findings = [line for line in lines if line["type"] == "finding"]
     assert sorted((r.path, r.code, r.file, r.position) for r in written) == \
