@@ -365,9 +365,9 @@ def report(args, results: list[dict], lookup: dict | None, startup: dict, profil
                   f"- latency in the library: {lookup['latency_ms']:.1f} ms per lookup (median); one CLI call "
                   f"`kafkalog lookup -o N`: {lookup['cli'].seconds * 1e3:.0f} ms, of which start-up "
                   f"(`kafkalog --help`) {lookup['startup'].seconds * 1e3:.0f} ms; peak RSS {lookup['cli'].rss_mb:.0f} MB.",
-                  f"- index bytes read: {lookup['index_bytes']:,} at most (one segment's whole .index, "
-                  f"{lookup['index_entries']} entries; the segment is chosen by file name, so this does not grow "
-                  f"with the number of segments); .log bytes scanned: median {lookup['log_bytes_median']:,.0f}, "
+                  f"- index bytes read: {lookup['index_bytes']:,} at most ({lookup['index_entries']} entries of one "
+                  f"segment's .index, by binary search; the segment is chosen by file name, so no other index is "
+                  f"read); .log bytes scanned: median {lookup['log_bytes_median']:,.0f}, "
                   f"at most {lookup['log_bytes_max']:,} (one index interval plus the batches at either end)."]
     lines += ["", "## Absolute figures", "",
               "| variant | command | median s | throughput | M records/s | peak RSS (anonymous) |",

@@ -14,8 +14,10 @@ its time index, or its .log mtime when it has no timestamps (Kafka's fallback; n
 tried); in it, the time index's last entry <= T gives an offset, the offset index a position, and
 a scan from there the first record, in offset order, with timestamp >= T.
 
-Indexes pass structural checks before use (ordering, bounds, zero tail) and the entry used must
-point at a valid batch; an offset answer that depends on nothing before the entry holding the
+An offset index is binary-searched in place: O(log n) entries are read, each checked against the
+segment's bounds and the entries read before it (a contradiction means the whole index is read and
+checked, as a time index always is: ordering, bounds, zero tail). The entry used must point at a
+valid batch; an offset answer that depends on nothing before the entry holding the
 target is confirmed on the batch before it. A missing or broken index means a scan from the
 segment start, with a warning: never a wrong answer. Nothing is written.
 """
@@ -191,10 +193,9 @@ class PartitionReader:
     def _batch_holding_offset(self, view: "_SegmentView", target: int, answer: Answer) -> Batch | None:
         """translateOffset: index lookup, then the first batch from there whose last offset >= target."""
         say = answer.explanation.append
-        entries = view.offset_entries(answer)
-        entry = _floor_offset_entry(entries, target) if entries else None
+        used, entry, previous = view.offset_floor(target, answer)
         start = 0
-        if entries is None:
+        if not used:
             say(f"offset index of {view.name} not used: scan from byte 0")
         elif entry is None:
             say(f"offset index: no entry <= {target}: scan from byte 0")
@@ -211,7 +212,6 @@ class PartitionReader:
         batch = self._scan_for_offset(view, start, target, answer)
         if entry is not None and (batch is None or batch.base_offset > target):
             # The answer now rests on no earlier batch holding the target: check the one before the entry.
-            previous = entries[entry.slot - 1].position if entry.slot > 0 else 0
             if not view.nothing_at_or_after(previous, entry.position, target):
                 view.distrust_offset_index(answer, f"entry {entry.slot} (offset {entry.offset} -> byte "
                                                    f"{entry.position}) skips batches holding offset {target}")
@@ -302,8 +302,7 @@ class PartitionReader:
                          f"{from_offset}, and Kafka tries no other segment")
 
     def _position_for_offset(self, view: "_SegmentView", offset: int, answer: Answer) -> int:
-        entries = view.offset_entries(answer)
-        entry = _floor_offset_entry(entries, offset) if entries else None
+        _, entry, _ = view.offset_floor(offset, answer)
         if entry is None:
             return 0
         if not view.batch_starts_at(entry.position):
@@ -357,6 +356,90 @@ class _SegmentView:
                                               answer or reader)
         self._warn(answer)
         return self._offset_entries
+
+    def offset_floor(self, target: int, answer: Answer) -> tuple[bool, OffsetPosition | None, int]:
+        """OffsetIndex.lookup: (whether the index is used, its last entry with offset <= target, the
+        position of the entry before that one, else 0). A binary search reads O(log n) entries;
+        only when they contradict each other is the whole index read and checked."""
+        if self._offset_entries is False and self.use_indexes and self.segment.index is not None:
+            probed = self._probe_offset_index(target, answer)
+            if probed is not None:
+                self._warn(answer)
+                return probed
+        entries = self.offset_entries(answer)
+        entry = _floor_offset_entry(entries, target) if entries else None
+        previous = entries[entry.slot - 1].position if entry is not None and entry.slot > 0 else 0
+        return entries is not None, entry, previous
+
+    def _probe_offset_index(self, target: int, answer: Answer) -> tuple[bool, OffsetPosition | None, int] | None:
+        """offset_floor by reading only the entries a binary search visits; each must lie inside the
+        segment and between the entries already read (offsets and positions increasing). None when
+        anything is off: the caller then reads the whole index, which says what is wrong."""
+        try:
+            fd = os.open(self.segment.index, os.O_RDONLY)
+        except OSError:
+            return None
+        try:
+            size = os.fstat(fd).st_size
+            if size % OffsetIndex.ENTRY.size:
+                return None
+            base, log_size = self.segment.base_offset, self.log.file_size
+            limit = self.next_base if self.next_base is not None else base + (1 << 31)
+
+            def read(slot: int) -> OffsetPosition:
+                answer.index_bytes_read += OffsetIndex.ENTRY.size
+                answer.index_entries_read += 1
+                data = os.pread(fd, OffsetIndex.ENTRY.size, slot * OffsetIndex.ENTRY.size)
+                relative, position = OffsetIndex.ENTRY.unpack(data)
+                return OffsetPosition(base + relative, position, slot)
+
+            count = size // OffsetIndex.ENTRY.size
+            if count == 0:
+                return True, None, 0
+            first = read(0)
+            # entries end at the first slot after 0 with relative offset 0 (a preallocated zero tail)
+            valid = count
+            if count > 1 and read(count - 1).offset == base:
+                low, high = 1, count - 1  # the first zero slot is in [low, high]
+                while low < high:
+                    middle = (low + high) // 2
+                    if read(middle).offset == base:
+                        high = middle
+                    else:
+                        low = middle + 1
+                valid = low
+            if valid == 1 and (first.offset, first.position) == (base, 0):
+                valid = 0  # nothing but zeros: no entry
+            if valid < count and not self.is_active:
+                self._note_once(f"{self.name[:-4]}.index has a zero-filled tail after {valid} entries on a closed "
+                                f"segment (ignored)")
+            if valid == 0:
+                return True, None, 0
+            below, above = None, None  # the bracket: entries read so far, offset <= target and > target
+            low, high = 0, valid - 1
+            while low <= high:
+                middle = (low + high) // 2
+                entry = first if middle == 0 else read(middle)
+                if not (base <= entry.offset < limit and entry.position < log_size) or (
+                        below is not None and (entry.offset <= below.offset or entry.position <= below.position)) or (
+                        above is not None and (entry.offset >= above.offset or entry.position >= above.position)):
+                    return None
+                if entry.offset <= target:
+                    below, low = entry, middle + 1
+                else:
+                    above, high = entry, middle - 1
+            if below is None or below.slot == 0:
+                return True, below, 0
+            before = read(below.slot - 1)
+            if before.offset >= below.offset or before.position >= below.position or before.offset < base:
+                return None
+            return True, below, before.position
+        finally:
+            os.close(fd)
+
+    def _note_once(self, note: str) -> None:
+        if note not in self._notes:
+            self._notes.append(note)
 
     def time_entries(self, answer: Answer | None) -> list[TimestampOffset] | None:
         if self._time_entries is False:

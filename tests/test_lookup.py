@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import bisect
 import json
+import math
 import shutil
 from pathlib import Path
 
@@ -185,6 +186,19 @@ def test_a_structurally_sound_entry_that_skips_its_offset(mixed):
     assert warned(check_all(mixed, Expected("golden-v2-mixed-0", mixed)), "skips batches holding offset")
 
 
+def test_an_offset_index_out_of_order_is_caught_by_the_binary_search(mixed):
+    """The search reads only O(log n) entries, but one that contradicts those read before it sends
+    the lookup to the whole index, which says what is wrong; every answer stays right."""
+    rewrite_offset_index(mixed, 424, lambda e: e.__setitem__(slice(2, 4), [e[3], e[2]]))
+    expected = Expected("golden-v2-mixed-0", mixed)
+    answers = []
+    with PartitionReader(mixed) as reader:  # offsets only: a timestamp lookup reads whole indexes anyway
+        for target in expected.offsets_to_ask():
+            answers.append(reader.lookup(Query(OFFSET, target)))
+            assert answered(answers[-1]) == expected.by_offset(target)
+    assert warned(answers, "00000000000000000424.index is broken")
+
+
 def test_a_time_index_out_of_order_and_one_with_a_zero_tail(mixed):
     path = mixed / "00000000000000001323.timeindex"
     data = path.read_bytes()
@@ -289,10 +303,10 @@ def test_what_is_not_a_timestamp(text):
 # ---------------------------------------------------------------------------------------------
 
 
-def test_an_offset_lookup_reads_one_index_and_at_most_one_index_interval_of_log(tmp_path):
-    """Many segments: the segment comes from the file names, then one .index is read (whatever the
-    number of segments) and the scan from its entry covers at most one index interval of batches
-    besides the batch the entry points at and the batch holding the answer."""
+def test_an_offset_lookup_reads_log_n_index_entries_and_at_most_one_index_interval_of_log(tmp_path):
+    """Many segments: the segment comes from the file names (no bytes read), then a binary search
+    reads O(log n) entries of one .index, and the scan from the entry found covers at most one index
+    interval of batches besides the batch the entry points at and the batch holding the answer."""
     from kafkalog_tools.recovery import DEFAULT_INDEX_INTERVAL_BYTES, Rebuild, RebuildOptions
 
     partition = tmp_path / "many-0"
@@ -300,7 +314,7 @@ def test_an_offset_lookup_reads_one_index_and_at_most_one_index_interval_of_log(
     offset, batch_sizes = 0, set()
     for _ in range(40):  # segments
         with open(partition / f"{offset:020d}.log", "wb") as log:
-            for count in (3, 1, 7, 2, 5) * 8:  # batches of uneven sizes
+            for count in (3, 1, 7, 2, 5) * 16:  # batches of uneven sizes
                 batch = build_batch(offset, [build_record(i, i, b"k", bytes(300 * (i + 1))) for i in range(count)],
                                     base_timestamp=offset, max_timestamp=offset + count - 1)
                 batch_sizes.add(len(batch))
@@ -313,6 +327,8 @@ def test_an_offset_lookup_reads_one_index_and_at_most_one_index_interval_of_log(
         with PartitionReader(partition) as reader:  # nothing cached from an earlier query
             answer = reader.lookup(Query(OFFSET, target))
         assert answer.found and answer.offset == target
-        assert answer.index_bytes_read == index_sizes[Path(answer.segment).name[:-4]]
-        assert answer.index_entries_read == answer.index_bytes_read // 8
+        entries = index_sizes[Path(answer.segment).name[:-4]] // 8
+        # entry 0, the last entry (is there a zero tail?), a binary search, the entry before the answer's
+        assert answer.index_entries_read <= 3 + math.ceil(math.log2(entries + 1)) < entries
+        assert answer.index_bytes_read == 8 * answer.index_entries_read
         assert answer.bytes_scanned <= DEFAULT_INDEX_INTERVAL_BYTES + 2 * max(batch_sizes)
