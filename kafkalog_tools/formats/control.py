@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from construct import ConstructError, Int16sb, Int32sb, Struct, StreamError
 
+from ..errors import CorruptDataError
 from .batch import ControlRecord
 
 # ---------------------------------------------------------------------------------------------
@@ -29,8 +30,8 @@ CONTROL_TYPES = {
 }
 
 
-class ControlRecordError(ValueError):
-    pass
+class ControlRecordError(CorruptDataError, ValueError):
+    """A control record's key or value that does not parse."""
 
 
 # ---------------------------------------------------------------------------------------------

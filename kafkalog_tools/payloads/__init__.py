@@ -11,9 +11,12 @@ import importlib
 from dataclasses import dataclass
 from typing import Callable
 
+from ..errors import CorruptDataError
 
-class PayloadError(ValueError):
-    """A key or value that its decoder cannot read (the message says what and where)."""
+
+class PayloadError(CorruptDataError, ValueError):
+    """A key or value that its decoder cannot read (the message says what and where). A
+    CorruptDataError like every error the library raises on bad data; a ValueError as before."""
 
 
 @dataclass(frozen=True, slots=True)
