@@ -303,7 +303,7 @@ class _PartitionCheck:
         self.facts = _PartitionFacts()
         self.last_offset: int | None = None
         """Last offset of the last intact batch so far (offsets must keep increasing)."""
-        self.epochs: list[tuple[int, int]] = []
+        self.epochs: list[tuple[int, int, int | None]] = []  # (epoch, first offset in the log, last offset before it)
         """(leader epoch, first offset) as the batches assign them, like the leader epoch cache."""
         self.exact_state = True
         self.state = ProducerState()
@@ -418,17 +418,17 @@ class _PartitionCheck:
                               f"entry ({epoch_b}, {start_b}) does not follow ({epoch_a}, {start_a}): epochs must "
                               f"increase and start offsets must not decrease")
         recorded = dict(entries)
-        for number, (epoch, start) in enumerate(self.epochs):
+        for epoch, start, previous_last_offset in self.epochs:
             if epoch not in recorded:
                 yield Finding(ERROR, "leader-epoch-not-in-checkpoint", file, None,
                               f"batches of leader epoch {epoch} start at offset {start}, but the checkpoint has "
                               f"no entry for epoch {epoch}", {"epoch": epoch, "log_start_offset": start})
-            elif recorded[epoch] != start and not (number == 0 and recorded[epoch] <= start):
+            elif recorded[epoch] != start and not _epoch_start_compacted(recorded[epoch], start, previous_last_offset):
                 yield Finding(ERROR, "leader-epoch-start-mismatch", file, None,
                               f"leader epoch {epoch} starts at offset {start} in the log but at "
                               f"{recorded[epoch]} in the checkpoint",
                               {"epoch": epoch, "log_start_offset": start, "checkpoint_start_offset": recorded[epoch]})
-        in_log = {epoch for epoch, _ in self.epochs}
+        in_log = {epoch for epoch, _, _ in self.epochs}
         end = self.facts.log_end_offset
         for epoch, start in entries:
             if epoch in in_log:
@@ -486,7 +486,7 @@ class _PartitionCheck:
                 f"started at offset {epochs[-1][1]}", {"epoch": epoch, "previous_epoch": epochs[-1][0]})
             ordered.append(((batch.position, ordinal, _RANK_EPOCH), finding))
         elif not epochs or epoch > epochs[-1][0]:
-            epochs.append((epoch, batch.base_offset))
+            epochs.append((epoch, batch.base_offset, self.last_offset))
 
     def _apply_producer_state(self, batch: BatchFacts, aborted: list[AbortedTxn],
                               abort_markers: set[tuple[int, int]]) -> None:
@@ -867,6 +867,13 @@ class _LogScan:
                 return position
             position += 1
         return None
+
+
+def _epoch_start_compacted(recorded_start: int, first_in_log: int, previous_last_offset: int | None) -> bool:
+    """The checkpoint may name an offset the log no longer holds: retention or the cleaner removed
+    the epoch's first batches (LeaderEpochFileCache keeps the entry). That is consistent as long as
+    no earlier epoch's batch sits at or after the recorded start."""
+    return recorded_start <= first_in_log and (previous_last_offset is None or recorded_start > previous_last_offset)
 
 
 def _damage_finding(path: str, damage: _Damage) -> Finding:
