@@ -27,6 +27,10 @@ LOG_OVERHEAD = 12
 MIN_ENTRY_SIZE = 14  # LegacyRecord.RECORD_OVERHEAD_V0
 SIZE_FIELD = legacy.SIZE
 MAGIC_OFFSET = 16
+RELEASE_STEP = 8 << 20
+"""The scan hands the pages behind it back to the kernel every this many bytes, so a process's
+RSS stays flat in the file's size. Safe for a read-only file map: touching a released page again
+faults it back in from the page cache, so batches and records already yielded stay readable."""
 
 
 class Stop(enum.Enum):
@@ -118,6 +122,8 @@ class SegmentFile:
         """
         buf, end, path = self.buffer, self.end, self.path
         position = start
+        release = buf.madvise if isinstance(buf, mmap.mmap) and hasattr(mmap, "MADV_DONTNEED") else None
+        released, step = start - start % mmap.PAGESIZE, RELEASE_STEP
         self.stop = self.stop_position = self.stop_error = None
         while True:
             if position >= end - HEADER_SIZE_UP_TO_MAGIC:
@@ -145,6 +151,10 @@ class SegmentFile:
             except CorruptDataError as exc:
                 yield BadEntry(position, LOG_OVERHEAD + size, magic, exc)
             position += LOG_OVERHEAD + size
+            if release is not None and position - released >= step:
+                behind = position - position % mmap.PAGESIZE
+                release(mmap.MADV_DONTNEED, released, behind - released)
+                released = behind
         self.stop_position = position
 
     def batches(self, start: int = 0) -> Iterator[Batch]:
