@@ -29,11 +29,11 @@ from pathlib import Path
 from typing import Callable, Iterable, Iterator, Mapping, NamedTuple
 
 from .crc import crc32c
-from .errors import CorruptDataError, InputError, KafkaLogError
+from .errors import CorruptDataError, DecompressionError, InputError, KafkaLogError
 from .formats import checkpoint, producer_snapshot, properties
 from .formats.batch import INT32_MAX, Batch, Record
 from .formats.index_file import IndexFile
-from .formats.logdir import LogDir, PartitionDir, Segment, classify
+from .formats.logdir import LOCAL, LocalFiles, LogDir, PartitionDir, Segment, classify
 from .formats.offset_index import OffsetIndex
 from .formats.record_batch import skim_records
 from .formats.segment import LOG_OVERHEAD, MAGIC_OFFSET, BadEntry, SegmentFile, Stop
@@ -133,14 +133,14 @@ class Verification:
     """
 
     def __init__(self, paths: Iterable[str], *, deep: bool = True, on_progress: ProgressCallback | None = None,
-                 max_findings_per_code: int = MAX_FINDINGS_PER_CODE):
+                 max_findings_per_code: int = MAX_FINDINGS_PER_CODE, files: LocalFiles = LOCAL):
         self.deep = deep
         self.on_progress = on_progress
         self.max_findings_per_code = max_findings_per_code
-        self.targets = [_resolve(path) for path in paths]
+        self.targets = [_resolve(path, files) for path in paths]
         self.target_summaries = [Summary(paths=1, records=0 if deep else None) for _ in self.targets]
         """Totals per path given (the Spark summary table shows them per log dir)."""
-        self.total_bytes = sum(_file_size(s.log) for t in self.targets for p, named in t.partitions
+        self.total_bytes = sum(files.size(s.log) for t in self.targets for p, named in t.partitions
                                for s in (named if named is not None else p.segments) if s.log is not None)
 
     @property
@@ -186,17 +186,17 @@ class Verification:
         for partition, named in target.partitions:
             yield _PartitionCheck(partition, named, self.deep, summary, self._check_segment)
 
-    def _check_segment(self, segment: Segment, is_active: bool) -> "SegmentReport":
-        return check_segment(segment, is_active, self.deep, self.on_progress)
+    def _check_segment(self, segment: Segment, is_active: bool, on_batch: "BatchConsumer") -> "SegmentReport":
+        return check_segment(segment, is_active, self.deep, self.on_progress, on_batch)
 
 
-def _resolve(path: str) -> _Target:
-    found = classify(path)
+def _resolve(path: str, files: LocalFiles) -> _Target:
+    found = classify(path, files)
     if isinstance(found, LogDir):
         return _Target(found, [(p, None) for p in found.partitions])
     if isinstance(found, PartitionDir):
         return _Target(None, [(found, None)])
-    partition, segment = segment_of(found)
+    partition, segment = segment_of(found, files)
     return _Target(None, [(partition, [segment])])
 
 
@@ -286,8 +286,10 @@ def _check_offset_checkpoints(log_dir: LogDir, facts: dict[tuple[str, int], _Par
 # Stage 2, a partition: its segments in order, producer state, leader epochs, snapshots
 # ---------------------------------------------------------------------------------------------
 
-SegmentChecker = Callable[[Segment, bool], "SegmentReport"]
-"""Stage 1 of (segment, is_active): run here, or looked up from an executor's result."""
+SegmentChecker = Callable[[Segment, bool, "BatchConsumer"], "SegmentReport"]
+"""Stage 1 of (segment, is_active): run here, handing each batch's facts to the consumer as it
+reads them (memory flat in the batch count), or looked up from an executor's result, whose report
+carries the facts."""
 
 
 class _PartitionCheck:
@@ -319,14 +321,17 @@ class _PartitionCheck:
         last_base = self.partition.segments[-1].base_offset
         previous_last: int | None = None
         for segment in self.segments:
-            report = self.check_segment(segment, segment.base_offset == last_base)
-            yield from self._replay_segment(segment, report)
-            first = report.batches[0].base_offset if report.batches else None
+            replay = _SegmentReplay(self)
+            report = self.check_segment(segment, segment.base_offset == last_base, replay.batch)
+            for facts in report.batches:  # a report made elsewhere; one made here has streamed them
+                replay.batch(facts)
+            yield from self._segment_findings(segment, report, replay)
+            first = replay.first_base_offset
             if previous_last is not None and first is not None and first <= previous_last:
                 yield Finding(ERROR, "segment-overlap", str(segment.log), 0,
                               f"the segment starts at offset {first}, not after the previous "
                               f"segment's last offset {previous_last}", {"previous_last_offset": previous_last})
-            previous_last = report.batches[-1].last_offset if report.batches else None
+            previous_last = replay.last_offset
         last = self.segments[-1]
         self.facts.first_segment_offset = self.partition.segments[0].base_offset
         self.facts.log_end_offset = max(last.base_offset, (self.last_offset + 1) if self.last_offset is not None else 0)
@@ -444,22 +449,18 @@ class _PartitionCheck:
 
     # -- one segment's facts, in order -----------------------------------------------------------
 
-    def _replay_segment(self, segment: Segment, report: SegmentReport) -> Iterator[Finding]:
+    def _segment_findings(self, segment: Segment, report: SegmentReport, replay: "_SegmentReplay") -> Iterator[Finding]:
         """Merge stage 1's findings of a segment with what its batches mean for the partition, in
         the order one pass over the segment finds them (by position, then batch, then check)."""
         if not report.opened:
             yield from (finding for _, finding in report.log_findings)
             return
         self.summary.add(report.counts)
-        ordered = list(report.log_findings)
-        aborted: list[AbortedTxn] = []
-        abort_markers: set[tuple[int, int]] = set()
-        for ordinal, batch in enumerate(report.batches):
-            self._replay(batch, ordinal, ordered, aborted, abort_markers)
+        ordered = report.log_findings + replay.found
         ordered.sort(key=itemgetter(0))
         yield from (finding for _, finding in ordered)
         yield from report.index_findings
-        yield from _check_txn_index(segment, report, aborted, abort_markers, self.exact_state)
+        yield from _check_txn_index(segment, report, replay.aborted, replay.abort_markers, self.exact_state)
 
     def _replay(self, batch: BatchFacts, ordinal: int, ordered: list, aborted: list[AbortedTxn],
                 abort_markers: set[tuple[int, int]]) -> None:
@@ -509,6 +510,28 @@ class _PartitionCheck:
                 abort_markers.add((batch.producer_id, batch.base_offset))
 
 
+class _SegmentReplay:
+    """Stage 2 over one segment's batch facts, one at a time, in file order."""
+
+    def __init__(self, check: _PartitionCheck):
+        self.check = check
+        self.found: list[tuple[tuple[int, int, int], Finding]] = []
+        """Stage 2's findings, keyed as stage 1's are."""
+        self.aborted: list[AbortedTxn] = []
+        self.abort_markers: set[tuple[int, int]] = set()
+        self.count = 0
+        self.first_base_offset: int | None = None
+        self.last_offset: int | None = None
+        """Of the segment's last intact batch."""
+
+    def batch(self, facts: "BatchFacts") -> None:
+        if not self.count:
+            self.first_base_offset = facts.base_offset
+        self.check._replay(facts, self.count, self.found, self.aborted, self.abort_markers)
+        self.count += 1
+        self.last_offset = facts.last_offset
+
+
 @dataclass
 class PartitionOutcome:
     """Stage 2 of a partition finished elsewhere (on a Spark executor), replayed on the driver."""
@@ -526,7 +549,7 @@ def check_partition(partition: PartitionDir, named: list[Segment] | None, deep: 
                     reports: Mapping[str, SegmentReport]) -> PartitionOutcome:
     """Stage 2 of one partition over stage 1 reports made elsewhere, keyed by .log path."""
     summary = Summary(records=0 if deep else None)
-    check = _PartitionCheck(partition, named, deep, summary, lambda segment, _: reports[str(segment.log)])
+    check = _PartitionCheck(partition, named, deep, summary, lambda segment, _active, _consumer: reports[str(segment.log)])
     findings = list(check.run())
     return PartitionOutcome(check.topic_partition, findings, check.facts, summary)
 
@@ -597,7 +620,7 @@ class SegmentReport:
     log_findings: list[tuple[tuple[int, int, int], Finding]] = field(default_factory=list)
     """The .log's findings keyed (position, batch ordinal, rank), to merge with stage 2's."""
     batches: list[BatchFacts] = field(default_factory=list)
-    """Every intact batch, in file order."""
+    """Every intact batch, in file order (empty when they were handed to a consumer instead)."""
     index_findings: list[Finding] = field(default_factory=list)
     """The .index's and the .timeindex's."""
     txn_entries: list[AbortedTxn] | None = None
@@ -605,10 +628,14 @@ class SegmentReport:
     """What the .txnindex says on its own; stage 2 compares its entries with the ABORT markers."""
 
 
+BatchConsumer = Callable[[BatchFacts], None]
+
+
 def check_segment(segment: Segment, is_active: bool, deep: bool = True,
-                  on_progress: ProgressCallback | None = None) -> SegmentReport:
+                  on_progress: ProgressCallback | None = None, on_batch: BatchConsumer | None = None) -> SegmentReport:
     """Stage 1: everything a segment's own files say (batches, CRCs, records, damage, offset and
-    time indexes). Needs nothing from other segments, so it runs wherever the files can be read."""
+    time indexes). Needs nothing from other segments, so it runs wherever the files can be read.
+    Each intact batch's facts go to `on_batch` as they are read, or without one into the report."""
     report = SegmentReport(str(segment.log), Summary(records=0 if deep else None))
     try:
         log = SegmentFile(segment.log)
@@ -619,7 +646,7 @@ def check_segment(segment: Segment, is_active: bool, deep: bool = True,
     with log:
         report.counts.segments += 1
         report.counts.log_bytes += log.file_size
-        scan = _LogScan(log, segment, deep, report, on_progress)
+        scan = _LogScan(log, segment, deep, report, on_progress, on_batch or report.batches.append)
         scan.is_active = is_active
         scan.run()
         report.index_findings.extend(_check_offset_index(segment, log, scan.table, is_active))
@@ -633,7 +660,8 @@ class _BatchTable:
 
     def __init__(self):
         self.positions = array("q")
-        self.sizes = array("q")
+        self.end = 0
+        """Where the last batch ends."""
         self.base_offsets = array("q")
         self.last_offsets = array("q")
         self.prefix_max_timestamps = array("q")
@@ -641,7 +669,7 @@ class _BatchTable:
 
     def add(self, batch: Batch, base_offset: int) -> None:
         self.positions.append(batch.position)
-        self.sizes.append(batch.size)
+        self.end = batch.end
         self.base_offsets.append(base_offset)
         self.last_offsets.append(batch.last_offset)
         before = self.prefix_max_timestamps[-1] if self.prefix_max_timestamps else -1
@@ -684,8 +712,9 @@ class _LogScan:
     """Walk a segment as Kafka's reader does, check every batch, and step over damage."""
 
     def __init__(self, log: SegmentFile, segment: Segment, deep: bool, report: SegmentReport,
-                 on_progress: ProgressCallback | None):
+                 on_progress: ProgressCallback | None, on_batch: BatchConsumer):
         self.log = log
+        self.on_batch = on_batch
         self.segment = segment
         self.deep = deep
         self.report = report
@@ -703,7 +732,7 @@ class _LogScan:
         position: int | None = 0
         while position is not None:
             position = self._walk_from(position)
-        after = (_RANK_AFTER, len(self.report.batches))  # found after every batch, as one pass finds them
+        after = (_RANK_AFTER, self.counts.batches)  # found after every batch, as one pass finds them
         findings = self.report.log_findings
         for damage in self.damage:
             findings.append(((damage.start, after[1], after[0]), _damage_finding(self.log.path, damage)))
@@ -759,7 +788,7 @@ class _LogScan:
         declared = LOG_OVERHEAD + int.from_bytes(log.buffer[start + 8 : start + 12], "big", signed=True) \
             if log.end - start >= LOG_OVERHEAD else None
         size = "" if declared is None else f" of a {declared}-byte batch"
-        self.report.log_findings.append(((start, len(self.report.batches), _RANK_AFTER), Finding(
+        self.report.log_findings.append(((start, self.counts.batches, _RANK_AFTER), Finding(
             WARNING, "still-being-written", log.path, start,
             f"the last {log.end - start} bytes{size} at the end of the active segment are a batch still being "
             f"written (a live broker) or cut by a crash (Kafka's recovery truncates them): not corruption",
@@ -788,7 +817,7 @@ class _LogScan:
         self.damage.append(_Damage(start, end, code, what, resync))
 
     def _accept(self, batch: Batch) -> None:
-        ordinal = len(self.report.batches)
+        ordinal = self.counts.batches
         findings = self.report.log_findings
         unreadable: list[Finding] = []
         base = _base_offset(batch, unreadable)
@@ -807,7 +836,7 @@ class _LogScan:
         if self.deep:
             for finding in _record_findings(batch, base, self.counts):
                 findings.append(((_position_key(finding), ordinal, _RANK_RECORDS), finding))
-        self.report.batches.append(BatchFacts.of(batch, base))
+        self.on_batch(BatchFacts.of(batch, base))
         self.table.add(batch, base)
         self.last_offset = batch.last_offset if self.last_offset is None else max(self.last_offset, batch.last_offset)
         self.counts.batches += 1
@@ -908,6 +937,8 @@ def _record_findings(batch: Batch, base: int, summary: Summary) -> list[Finding]
     if batch.magic >= 2 and base == batch.base_offset:
         try:
             skimmed = skim_records(batch)
+        except DecompressionError as exc:  # what decoding would raise, without decompressing (a bomb) twice
+            return [_from_error(exc, "record-corrupt", batch.path)]
         except CorruptDataError:
             pass  # decoding reports it
     findings = []
@@ -1002,7 +1033,7 @@ def _check_offset_index(segment: Segment, log: SegmentFile, table: _BatchTable, 
     count, findings = _index_prefix(index, is_active, file, "index")
     yield from findings
     last_offset = table.last_offsets[-1] if table else None
-    valid_end = table.positions[-1] + table.sizes[-1] if table else 0
+    valid_end = table.end
     previous = None
     for slot in range(count):
         entry = index.entry(slot)
@@ -1223,10 +1254,3 @@ def _from_error(exc: KafkaLogError, code: str, file: str) -> Finding:
 def _plain(value):
     """An error's expected/actual as a finding shows it (and as it pickles anywhere)."""
     return value if value is None or isinstance(value, (int, str)) else str(value)
-
-
-def _file_size(path: Path) -> int:
-    try:
-        return path.stat().st_size
-    except OSError:
-        return 0

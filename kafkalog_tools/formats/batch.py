@@ -9,6 +9,9 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
+from typing import Callable
+
+from ..errors import CorruptDataError
 
 NO_TIMESTAMP = -1
 TIMESTAMP_TYPES = {-1: "NoTimestampType", 0: "CreateTime", 1: "LogAppendTime"}
@@ -99,6 +102,8 @@ class Batch(ABC):
     delete_horizon_ms: int | None = None
     base_timestamp: int = NO_TIMESTAMP
     _records: list[Record] | None = field(default=None, repr=False)
+    _records_error: CorruptDataError | None = field(default=None, repr=False)
+    """Why decoding failed, kept so a second caller does not decompress a bomb again."""
 
     @property
     @abstractmethod
@@ -119,3 +124,15 @@ class Batch(ABC):
     @abstractmethod
     def records(self) -> list[Record]:
         """Decode (and decompress) the batch's records; raises CorruptDataError."""
+
+    def _decoded_once(self, decode: Callable[[], list[Record]]) -> list[Record]:
+        """The records, decoded on the first call; a failure is remembered and raised again."""
+        if self._records is None:
+            if self._records_error is not None:
+                raise self._records_error
+            try:
+                self._records = decode()
+            except CorruptDataError as exc:
+                self._records_error = exc
+                raise
+        return self._records

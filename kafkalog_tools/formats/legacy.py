@@ -129,9 +129,10 @@ class LegacyBatch(Batch):
         return self.records()[0].offset
 
     def records(self) -> list[Record]:
-        if self._records is None:
-            self._records = self._deep_records() if self.compression_id else [self._as_record(self.message, self.position)]
-        return self._records
+        if self._records is not None:
+            return self._records
+        return self._decoded_once(
+            lambda: self._deep_records() if self.compression_id else [self._as_record(self.message, self.position)])
 
     def _as_record(self, message: Message, position: int | None, offset: int | None = None) -> Record:
         return Record(

@@ -35,7 +35,7 @@ from ..crc import crc32c
 from ..errors import CorruptDataError, DecompressionError, TruncatedError
 from ..protocol import KafkaArray, SizePrefixed, VarInt, VarLong
 from ..schema import derive_struct
-from .batch import NO_TIMESTAMP, TIMESTAMP_TYPES, Batch, Record, increment_sequence, java_long
+from .batch import INT32_MAX, NO_TIMESTAMP, TIMESTAMP_TYPES, Batch, Record, increment_sequence, java_long
 from .control import ControlRecordError, parse_control
 
 # ---------------------------------------------------------------------------------------------
@@ -94,6 +94,7 @@ ATTR_LOG_APPEND_TIME = 0x08
 ATTR_TRANSACTIONAL = 0x10
 ATTR_CONTROL = 0x20
 ATTR_DELETE_HORIZON = 0x40
+_LONG_MIN, _LONG_MAX = -(1 << 63), (1 << 63) - 1
 
 
 # ---------------------------------------------------------------------------------------------
@@ -123,9 +124,7 @@ class RecordBatchV2(Batch):
             raise exc.located(self.path, self.position + HEADER_SIZE)
 
     def records(self) -> list[Record]:
-        if self._records is None:
-            self._records = decode_records(self)
-        return self._records
+        return self._records if self._records is not None else self._decoded_once(lambda: decode_records(self))
 
 
 def parse_batch(source, position: int, path: str, decompress_limit: int = codecs.DEFAULT_LIMIT) -> RecordBatchV2:
@@ -141,32 +140,23 @@ def parse_batch(source, position: int, path: str, decompress_limit: int = codecs
         )
     attributes &= 0xFF  # (byte) getShort(21): the high byte is ignored
     computed = crc32c(memoryview(source)[position + CRC_START : position + size])
-    timestamp_type = TIMESTAMP_TYPES[1 if attributes & ATTR_LOG_APPEND_TIME else 0]
+    last_offset = base_offset + last_offset_delta
+    if not _LONG_MIN <= last_offset <= _LONG_MAX:
+        last_offset = java_long(last_offset)
+    if base_sequence < 0:
+        last_sequence = -1
+    elif base_sequence > INT32_MAX - last_offset_delta:
+        last_sequence = increment_sequence(base_sequence, last_offset_delta)
+    else:
+        last_sequence = base_sequence + last_offset_delta
+    # positional, in Batch's field order (keywords cost more than the rest of this function; the
+    # header tests against Kafka's parse pin every field)
     return RecordBatchV2(
-        path=path,
-        position=position,
-        size=size,
-        last_offset=java_long(base_offset + last_offset_delta),
-        magic=magic,
-        crc=crc,
-        crc_valid=computed == crc,
-        compression_id=attributes & ATTR_CODEC,
-        timestamp_type=timestamp_type,
-        max_timestamp=max_timestamp,
-        attributes=attributes,
-        count=records_count,
-        producer_id=producer_id,
-        producer_epoch=producer_epoch,
-        base_sequence=base_sequence,
-        last_sequence=-1 if base_sequence < 0 else increment_sequence(base_sequence, last_offset_delta),
-        is_transactional=bool(attributes & ATTR_TRANSACTIONAL),
-        is_control=bool(attributes & ATTR_CONTROL),
-        partition_leader_epoch=leader_epoch,
-        delete_horizon_ms=base_timestamp if attributes & ATTR_DELETE_HORIZON else None,
-        base_timestamp=base_timestamp,
-        first_offset=base_offset,
-        source=source,
-        decompress_limit=decompress_limit,
+        path, position, size, last_offset, magic, crc, computed == crc, attributes & ATTR_CODEC,
+        TIMESTAMP_TYPES[1 if attributes & ATTR_LOG_APPEND_TIME else 0], max_timestamp, attributes, records_count,
+        producer_id, producer_epoch, base_sequence, last_sequence, bool(attributes & ATTR_TRANSACTIONAL),
+        bool(attributes & ATTR_CONTROL), leader_epoch, base_timestamp if attributes & ATTR_DELETE_HORIZON else None,
+        base_timestamp, None, None, base_offset, source, decompress_limit,
     )
 
 
