@@ -29,11 +29,11 @@ from pathlib import Path
 from typing import Callable, Iterable, Iterator, Mapping, NamedTuple
 
 from .crc import crc32c
-from .errors import CorruptDataError, InputError, KafkaLogError
+from .errors import CorruptDataError, DecompressionError, InputError, KafkaLogError
 from .formats import checkpoint, producer_snapshot, properties
 from .formats.batch import INT32_MAX, Batch, Record
 from .formats.index_file import IndexFile
-from .formats.logdir import LogDir, PartitionDir, Segment, classify
+from .formats.logdir import LOCAL, LocalFiles, LogDir, PartitionDir, Segment, classify
 from .formats.offset_index import OffsetIndex
 from .formats.record_batch import skim_records
 from .formats.segment import LOG_OVERHEAD, MAGIC_OFFSET, BadEntry, SegmentFile, Stop
@@ -133,14 +133,14 @@ class Verification:
     """
 
     def __init__(self, paths: Iterable[str], *, deep: bool = True, on_progress: ProgressCallback | None = None,
-                 max_findings_per_code: int = MAX_FINDINGS_PER_CODE):
+                 max_findings_per_code: int = MAX_FINDINGS_PER_CODE, files: LocalFiles = LOCAL):
         self.deep = deep
         self.on_progress = on_progress
         self.max_findings_per_code = max_findings_per_code
-        self.targets = [_resolve(path) for path in paths]
+        self.targets = [_resolve(path, files) for path in paths]
         self.target_summaries = [Summary(paths=1, records=0 if deep else None) for _ in self.targets]
         """Totals per path given (the Spark summary table shows them per log dir)."""
-        self.total_bytes = sum(_file_size(s.log) for t in self.targets for p, named in t.partitions
+        self.total_bytes = sum(files.size(s.log) for t in self.targets for p, named in t.partitions
                                for s in (named if named is not None else p.segments) if s.log is not None)
 
     @property
@@ -190,13 +190,13 @@ class Verification:
         return check_segment(segment, is_active, self.deep, self.on_progress, on_batch)
 
 
-def _resolve(path: str) -> _Target:
-    found = classify(path)
+def _resolve(path: str, files: LocalFiles) -> _Target:
+    found = classify(path, files)
     if isinstance(found, LogDir):
         return _Target(found, [(p, None) for p in found.partitions])
     if isinstance(found, PartitionDir):
         return _Target(None, [(found, None)])
-    partition, segment = segment_of(found)
+    partition, segment = segment_of(found, files)
     return _Target(None, [(partition, [segment])])
 
 
@@ -937,6 +937,8 @@ def _record_findings(batch: Batch, base: int, summary: Summary) -> list[Finding]
     if batch.magic >= 2 and base == batch.base_offset:
         try:
             skimmed = skim_records(batch)
+        except DecompressionError as exc:  # what decoding would raise, without decompressing (a bomb) twice
+            return [_from_error(exc, "record-corrupt", batch.path)]
         except CorruptDataError:
             pass  # decoding reports it
     findings = []
@@ -1252,10 +1254,3 @@ def _from_error(exc: KafkaLogError, code: str, file: str) -> Finding:
 def _plain(value):
     """An error's expected/actual as a finding shows it (and as it pickles anywhere)."""
     return value if value is None or isinstance(value, (int, str)) else str(value)
-
-
-def _file_size(path: Path) -> int:
-    try:
-        return path.stat().st_size
-    except OSError:
-        return 0
