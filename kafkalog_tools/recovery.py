@@ -28,7 +28,7 @@ from .errors import CorruptDataError, InputError, KafkaLogError
 from .formats import offset_index, producer_snapshot, time_index, txn_index
 from .formats.index_file import read_index_bytes
 from .formats.batch import INT32_MAX, Batch
-from .formats.logdir import LogDir, PartitionDir, Segment, classify, read_partition_dir
+from .formats.logdir import LOCAL, LocalFiles, LogDir, PartitionDir, Segment, classify, read_partition_dir
 from .formats.segment import BadEntry, SegmentFile, Stop, offset_from_name
 from .formats.txn_index import AbortedTxn
 
@@ -586,14 +586,14 @@ def _refuse_output_in_input_tree(output_dir: Path, partitions: list[Path]) -> No
                                  path=output_dir)
 
 
-def segment_of(path: Path) -> tuple[PartitionDir, Segment]:
+def segment_of(path: Path, files: LocalFiles = LOCAL) -> tuple[PartitionDir, Segment]:
     """The partition dir holding a segment file (.log/.index/.timeindex/.txnindex) and its segment."""
     path = Path(path)
     base = offset_from_name(path)
     if base is None or path.suffix not in (".log", ".index", ".timeindex", ".txnindex"):
         raise InputError("not a segment file (<20-digit offset>.log/.index/.timeindex/.txnindex), "
                          "a partition directory or a log directory", path=path)
-    partition = read_partition_dir(path.parent)
+    partition = read_partition_dir(path.parent, files)
     for segment in partition.segments:
         if segment.base_offset == base:
             if segment.log is None:

@@ -278,7 +278,90 @@ def test_importing_the_cli_never_imports_pyspark():
     (("dump", "--spark", "fixtures"), "give --output DIR"),
     (("dump", "--spark", "--output", "fixtures", "fixtures"), "nothing is overwritten"),
     (("verify", "--spark", "--spark-conf", "nonsense", "fixtures"), "key=value"),
+    (("dump", "--spark", "--strict", "--output", "x", "fixtures"), "--strict does not apply with --spark"),
+    (("verify", "--spark", "--strict", "fixtures"), "--strict does not apply with --spark"),
+    (("verify", "hdfs://namenode:8020/kafka-logs"), "a Hadoop URI is read only with --spark"),
+    (("dump", "s3a://bucket/kafka-logs"), "a Hadoop URI is read only with --spark"),
 ])
 def test_spark_usage_errors_exit_2_before_any_session(args, message):
     result = kafkalog(*args)
     assert result.returncode == 2 and message in result.stderr
+
+
+# ---------------------------------------------------------------------------------------------
+# Hadoop URIs: listed through Spark's JVM, staged on executors through pyarrow.fs. Only file://
+# can run here (no HDFS, S3 or GCS); it takes the very same listing and staging path.
+# ---------------------------------------------------------------------------------------------
+
+
+def _uri(path) -> str:
+    return f"file://{path}"
+
+
+def _local(obj):
+    """A finding or row as the single process names it (file:// URIs back to paths)."""
+    return json.loads(json.dumps(obj).replace('"file:///', '"/').replace(" file:///", " /"))
+
+
+def _no_staging_left(before: set) -> bool:
+    return set(Path(os.environ.get("TMPDIR", "/tmp")).glob("kafkalog-stage-*")) <= before
+
+
+@pytest.mark.parametrize("stage_2_on", ["driver", "executors"])
+def test_verify_on_spark_reads_file_uris_as_one_process_reads_the_paths(spark, tmp_path, stage_2_on):
+    need(GOLDEN)
+    need(REAL)
+    partition = sorted((GOLDEN / "logs").iterdir())[0]
+    segment = sorted(partition.glob("*.log"))[1]  # on its own: stage 2 replays the .log before it
+    paths = damaged_copies(tmp_path) + [str(REAL / "zk-broker-a"), str(segment)]
+    before = set(Path(os.environ.get("TMPDIR", "/tmp")).glob("kafkalog-stage-*"))
+    from kafkalog_tools.spark.verify import SparkVerification
+
+    local = Verification(paths)
+    expected = [f.to_json() for f in local]
+    # one path stays local: a run may mix both
+    on_spark = SparkVerification(spark, [_uri(p) for p in paths[:-2]] + [paths[-2], _uri(paths[-1])],
+                                 stage_2_on=stage_2_on)
+    found = [f.to_json() for f in on_spark]
+    assert [_local(f) for f in found] == expected
+    assert all(f["file"].startswith("file:///") for f in found if not f["file"].startswith(paths[-2]))
+    assert on_spark.summary == local.summary and on_spark.target_summaries == local.target_summaries
+    assert on_spark.paths[0].startswith("file:///") and local.summary.errors > 0
+    assert _no_staging_left(before)
+
+
+def test_dump_on_spark_writes_file_uris_as_it_writes_the_paths(spark, tmp_path, golden_parquet):
+    from kafkalog_tools import dump as d
+    from kafkalog_tools.spark.dump import write_parquet
+
+    result = write_parquet(spark, [_uri(GOLDEN / "logs")], str(tmp_path / "out"), d.DumpOptions(deep=True))
+    assert (result.problems, result.unreadable) == ([], [])
+    for dataset in ("batches", "records"):
+        ours = spark.read.parquet(str(tmp_path / "out" / dataset)).collect()
+        theirs = spark.read.parquet(str(golden_parquet / dataset)).collect()
+        assert all(row.file.startswith("file:///") for row in ours)
+        assert sorted(json.dumps(_local(row.asDict(recursive=True)), sort_keys=True) for row in ours) == \
+            sorted(json.dumps(row.asDict(recursive=True), sort_keys=True) for row in theirs)
+    assert result.records == len(theirs) > 5000
+
+
+def test_a_uri_that_cannot_be_read_is_one_message(spark, tmp_path):
+    from kafkalog_tools.errors import InputError
+    from kafkalog_tools.spark.verify import SparkVerification
+
+    with pytest.raises(InputError, match=r"^abfs://acct/x: abfs:// is not readable with --spark; readable: file://"):
+        SparkVerification(spark, ["abfs://acct/x"])
+    with pytest.raises(InputError, match=r"hdfs://namenode:8020/logs: cannot open hdfs:// from Python .*libhdfs"):
+        SparkVerification(spark, ["hdfs://namenode:8020/logs"])  # no Hadoop install here: pyarrow cannot load it
+    with pytest.raises(InputError, match=r"file:///nowhere/logs: cannot read through Spark's Hadoop FileSystem: "
+                                         r"java.io.FileNotFoundException"):
+        SparkVerification(spark, ["file:///nowhere/logs"])
+    # a file gone between the listing and its copy on an executor: Spark's task error, as one line
+    partition = tmp_path / "golden-v2-mixed-0"
+    shutil.copytree(need(GOLDEN) / "logs" / "golden-v2-mixed-0", partition)
+    run = SparkVerification(spark, [_uri(partition)])
+    gone = sorted(partition.glob("*.log"))[0]
+    gone.unlink()
+    with pytest.raises(InputError, match=rf"^{_uri(gone)}: cannot copy to .* for reading: .*"):
+        list(run)
+

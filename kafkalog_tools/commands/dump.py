@@ -79,7 +79,8 @@ def command(paths, output_format, deep_iteration, print_data_log, skip_record_me
     not keep are listed, never fatal. Nothing is written or created.
 
     With --spark --output DIR, every batch and record of the .log segments (and KRaft snapshots)
-    under PATH is written as Parquet instead, read on Spark executors; filters apply.
+    under PATH is written as Parquet instead, read on Spark executors; filters apply. PATH may then
+    also be a Hadoop URI (hdfs://, s3a://, gs://, file://).
 
     Exit codes: 0 clean; 1 problems in the data (corrupt or truncated batches, bad CRCs,
     unreadable structures); 2 usage error, or a path that cannot be read at all.
@@ -99,9 +100,12 @@ def command(paths, output_format, deep_iteration, print_data_log, skip_record_me
         max_bytes=max_bytes,
         decompress_limit=max_decompressed,
     )
-    conf = check_spark_usage(use_spark, master, spark_conf, output, output_needed=True)
+    conf = check_spark_usage(use_spark, master, spark_conf, output, paths, strict, output_needed=True)
     if use_spark:
-        sys.exit(_dump_on_spark([os.path.abspath(p) for p in paths], dataclasses.replace(options, deep=True),
+        from ..spark.remote import is_uri
+
+        sys.exit(_dump_on_spark([p if is_uri(p) else os.path.abspath(p) for p in paths],
+                                dataclasses.replace(options, deep=True),
                                 bytes_mode, master, conf, output))
     output_format = choose_format(output_format)
     problems = 0
@@ -156,10 +160,12 @@ def _dump_on_spark(paths, options, bytes_mode, master, conf, output) -> int:
     for problem in result.problems:
         row = dict(zip(("type", "severity", "file", "position", "message"), problem))
         where = row["file"] if row["position"] is None else f"{row['file']}: byte {row['position']}"
-        click.echo(f"kafkalog: {row['severity']}: {where}: {row['message']}", err=True)
+        severity = "note" if row["severity"] == "info" else row["severity"]  # a write still in progress
+        click.echo(f"kafkalog: {severity}: {where}: {row['message']}", err=True)
     click.echo(f"{result.batches:,} batches and {result.records:,} records written to {output} "
                f"(batches/, records/, problems/: {len(result.problems):,})", err=True)
-    return EXIT_USAGE if result.unreadable else EXIT_PROBLEMS if result.problems else EXIT_OK
+    problems = [problem for problem in result.problems if problem[1] != "info"]
+    return EXIT_USAGE if result.unreadable else EXIT_PROBLEMS if problems else EXIT_OK
 
 
 def _is_problem(item, max_bytes_given: bool) -> bool:

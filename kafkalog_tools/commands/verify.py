@@ -9,7 +9,7 @@ import click
 
 from .. import verify as v
 from ..output.progress import byte_progress
-from ..spark.options import check_spark_usage, spark_options
+from ..spark.options import PathOrUri, check_spark_usage, spark_options
 from . import stop_strictly, strict_option
 from ..output import EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE, LineWriter, choose_format
 
@@ -18,7 +18,7 @@ SEVERITY_STYLE = {v.ERROR: "bold red", v.WARNING: "yellow", v.INFO: "dim"}
 
 @click.command("verify")
 @click.argument("paths", nargs=-1, required=True, metavar="PATH...",
-                type=click.Path(exists=True, file_okay=True, dir_okay=True))
+                type=PathOrUri(exists=True, file_okay=True, dir_okay=True))
 @click.option("--format", "output_format", type=click.Choice(("text", "json")),
               help="text: findings and a summary for people; json: JSON Lines of findings and a final summary. "
                    "Default: text on a terminal, json on a pipe.")
@@ -37,19 +37,22 @@ def command(paths, output_format, shallow, max_findings, strict, use_spark, mast
     to the byte and the scan resynchronises past it. Nothing is written.
 
     With --spark the same findings and summary come from Spark executors (segments balanced by
-    bytes), followed by a summary per path given; paths are reported absolute.
+    bytes), followed by a summary per path given; paths are reported absolute. With --spark, PATH
+    may also be a Hadoop URI (hdfs://, s3a://, gs://, file://): Spark lists it, executors copy
+    each segment's files to local disk while they check them (see the README for what each needs).
 
     Exit codes: 0 no errors (warnings allowed); 1 errors found; 2 usage or I/O error.
     """
     output_format = choose_format(output_format, tty_default="text")
-    conf = check_spark_usage(use_spark, master, spark_conf, output)
+    conf = check_spark_usage(use_spark, master, spark_conf, output, paths, strict)
     spark = None
     if use_spark:
+        from ..spark.remote import is_uri
         from ..spark.session import start_session
         from ..spark.verify import SparkVerification
 
         spark = start_session(master, conf)
-        run = SparkVerification(spark, [os.path.abspath(p) for p in paths], deep=not shallow,
+        run = SparkVerification(spark, [p if is_uri(p) else os.path.abspath(p) for p in paths], deep=not shallow,
                                 max_findings_per_code=max_findings)
     else:
         run = v.Verification(paths, deep=not shallow, max_findings_per_code=max_findings)

@@ -86,21 +86,45 @@ def parse_partition_dir_name(name: str) -> tuple[str, int, str | None] | None:
     return match["topic"], int(match["partition"]), match["suffix"]
 
 
-def _scandir(path: Path) -> list[os.DirEntry]:
-    try:
-        with os.scandir(path) as entries:
-            return sorted(entries, key=lambda e: e.name)
-    except OSError as exc:
-        raise InputError(f"cannot list directory: {exc.strerror}", path=path) from None
+class LocalFiles:
+    """How a layout is read: from the local filesystem. (`--spark` reads Hadoop URIs through Spark's
+    JVM with a subclass: `kafkalog_tools.spark.remote.HadoopLayout`.)"""
+
+    def scandir(self, path: Path) -> list:
+        """The entries of a directory, sorted by name, as `os.DirEntry`s (name, is_symlink(),
+        is_dir(follow_symlinks=False), is_file(follow_symlinks=False))."""
+        try:
+            with os.scandir(path) as entries:
+                return sorted(entries, key=lambda e: e.name)
+        except OSError as exc:
+            raise InputError(f"cannot list directory: {exc.strerror}", path=path) from None
+
+    def is_dir(self, path: Path) -> bool:
+        """Whether a path given is a directory (a link to one counts); InputError if it cannot be read."""
+        try:
+            path.lstat()
+        except OSError as exc:
+            raise InputError(f"cannot read: {exc.strerror}", path=path) from None
+        return path.is_dir()
+
+    def size(self, path: Path) -> int:
+        """A file's size; 0 when it cannot be read (whoever opens it reports why)."""
+        try:
+            return os.stat(path).st_size
+        except OSError:
+            return 0
 
 
-def read_partition_dir(path: Path) -> PartitionDir:
+LOCAL = LocalFiles()
+
+
+def read_partition_dir(path: Path, files: LocalFiles = LOCAL) -> PartitionDir:
     path = Path(path)
     parsed = parse_partition_dir_name(path.name)
     topic, partition, suffix = parsed if parsed else (path.name, -1, None)
     result = PartitionDir(path, topic, partition, suffix)
     segments: dict[int, Segment] = {}
-    for entry in _scandir(path):
+    for entry in files.scandir(path):
         file = path / entry.name
         if entry.is_symlink():
             result.unknown.append((file, "symbolic link, not followed"))
@@ -128,25 +152,25 @@ def read_partition_dir(path: Path) -> PartitionDir:
     return result
 
 
-def looks_like_partition_dir(path: Path) -> bool:
+def looks_like_partition_dir(path: Path, files: LocalFiles = LOCAL) -> bool:
     if parse_partition_dir_name(path.name):
         return True
     try:
-        return any(SEGMENT_FILE.match(e.name) for e in _scandir(path))
+        return any(SEGMENT_FILE.match(e.name) for e in files.scandir(path))
     except InputError:
         return False
 
 
-def read_log_dir(path: Path) -> LogDir:
+def read_log_dir(path: Path, files: LocalFiles = LOCAL) -> LogDir:
     path = Path(path)
     result = LogDir(path)
-    for entry in _scandir(path):
+    for entry in files.scandir(path):
         item = path / entry.name
         if entry.is_symlink():
             result.unknown.append((item, "symbolic link, not followed"))
         elif entry.is_dir(follow_symlinks=False):
-            if parse_partition_dir_name(entry.name) or looks_like_partition_dir(item):
-                result.partitions.append(read_partition_dir(item))
+            if parse_partition_dir_name(entry.name) or looks_like_partition_dir(item, files):
+                result.partitions.append(read_partition_dir(item, files))
             else:
                 result.unknown.append((item, "directory that is not a partition directory"))
         elif not entry.is_file(follow_symlinks=False):
@@ -159,15 +183,11 @@ def read_log_dir(path: Path) -> LogDir:
     return result
 
 
-def classify(path: str | os.PathLike) -> LogDir | PartitionDir | Path:
+def classify(path: str | os.PathLike, files: LocalFiles = LOCAL) -> LogDir | PartitionDir | Path:
     """A user-given path as a log dir, a partition dir, or a single file."""
     path = Path(path)
-    try:
-        path.lstat()
-    except OSError as exc:
-        raise InputError(f"cannot read: {exc.strerror}", path=path) from None
-    if path.is_dir():
-        if looks_like_partition_dir(path):
-            return read_partition_dir(path)
-        return read_log_dir(path)
+    if files.is_dir(path):
+        if looks_like_partition_dir(path, files):
+            return read_partition_dir(path, files)
+        return read_log_dir(path, files)
     return path

@@ -5,11 +5,14 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from functools import partial
+from pathlib import Path
 
 from .. import dump as d
 from ..errors import InputError
 from ..formats import logdir
 from . import jobs, plan, schemas
+from .remote import HadoopLayout
+from .session import task_errors
 
 DATASETS = ("batches", "records", "problems")
 
@@ -20,16 +23,17 @@ class DumpResult:
     records: int = 0
     problems: list[tuple] = field(default_factory=list)
     """Problem rows (schemas.PROBLEM_FIELDS + topic, partition), also written to `problems/`."""
-    unreadable: list[InputError] = field(default_factory=list)
-    """Paths given that could not be read at all."""
+    unreadable: list[str] = field(default_factory=list)
+    """Why each path given that could not be read at all could not be."""
 
 
-def dump_units(paths: list[str]) -> tuple[list[jobs.DumpUnit], list[InputError]]:
-    """Every .log (and KRaft snapshot) under the paths given, with its topic and partition."""
+def dump_units(paths: list[str], layout: HadoopLayout) -> tuple[list[jobs.DumpUnit], list[InputError]]:
+    """Every .log (and KRaft snapshot) under the paths given (`layout.local_paths`), with its topic
+    and partition."""
     units, unreadable = [], []
     for given in paths:
         try:
-            found = logdir.classify(given)
+            found = logdir.classify(given, layout)
         except InputError as exc:
             unreadable.append(exc)
             continue
@@ -39,23 +43,38 @@ def dump_units(paths: list[str]) -> tuple[list[jobs.DumpUnit], list[InputError]]
             partitions = [found]
         else:
             parsed = logdir.parse_partition_dir_name(os.path.basename(os.path.dirname(os.path.abspath(given))))
+            remote = layout.remote_files([given])
             if d.kind_of(given) in ("log", "checkpoint"):
                 units.append(jobs.DumpUnit(os.path.abspath(given), parsed[0] if parsed else None,
-                                           parsed[1] if parsed else None, os.path.getsize(given)))
+                                           parsed[1] if parsed else None, layout.size(given),
+                                           _is_last_segment(given, layout) if remote else None, remote))
             continue
         for partition in partitions:
-            files = [s.log for s in partition.segments if s.log is not None] + partition.kraft_snapshots
-            units.extend(jobs.DumpUnit(str(path), partition.topic, partition.partition, _size(path))
-                         for path in files)
+            last = partition.segments[-1].base_offset if partition.segments else None
+            files = [(s.log, s.base_offset == last) for s in partition.segments if s.log is not None]
+            files += [(path, False) for path in partition.kraft_snapshots]
+            units.extend(jobs.DumpUnit(str(path), partition.topic, partition.partition, layout.size(path), active,
+                                       layout.remote_files([path]))
+                         for path, active in files)
     return units, unreadable
 
 
 def write_parquet(spark, paths: list[str], output: str, options: d.DumpOptions, bytes_mode: str = "auto") -> DumpResult:
-    """Dump every batch and record under `paths` to `output`/{batches,records,problems}."""
+    """Dump every batch and record under `paths` (local paths or Hadoop URIs) to
+    `output`/{batches,records,problems}."""
+    layout = HadoopLayout(spark, paths)
+    try:
+        with task_errors():
+            return _write_parquet(spark, layout, output, options, bytes_mode)
+    finally:
+        layout.close()
+
+
+def _write_parquet(spark, layout: HadoopLayout, output: str, options: d.DumpOptions, bytes_mode: str) -> DumpResult:
     from pyspark import StorageLevel
 
-    units, unreadable = dump_units(paths)
-    result = DumpResult(unreadable=unreadable)
+    units, unreadable = dump_units(layout.local_paths, layout)
+    result = DumpResult(unreadable=[layout.to_uri(str(error)) for error in unreadable])
     sc = spark.sparkContext
     groups = plan.balance(units, sc.defaultParallelism)
     rows = sc.parallelize(groups, max(1, len(groups))).flatMap(
@@ -77,8 +96,9 @@ def write_parquet(spark, paths: list[str], output: str, options: d.DumpOptions, 
     return result
 
 
-def _size(path) -> int:
-    try:
-        return os.path.getsize(path)
-    except OSError:
-        return 0
+def _is_last_segment(path: str, layout: HadoopLayout) -> bool:
+    """Whether a file given on its own is its partition's last .log (its staged copy's directory
+    cannot tell)."""
+    partition = logdir.read_partition_dir(Path(path).parent, layout)
+    logs = [segment for segment in partition.segments if segment.log is not None]
+    return bool(logs) and str(logs[-1].log) == path

@@ -6,7 +6,15 @@ import os
 
 import click
 
+from .remote import is_uri
 from .session import INSTALL_HINT
+
+
+class PathOrUri(click.Path):
+    """An existing local path, or a Hadoop URI (checked when Spark lists it)."""
+
+    def convert(self, value, param, ctx):
+        return value if is_uri(value) else super().convert(value, param, ctx)
 
 
 def spark_options(output_help: str):
@@ -28,17 +36,24 @@ def spark_options(output_help: str):
     return decorate
 
 
-def check_spark_usage(use_spark: bool, master, spark_conf, output, output_needed: bool = False) -> dict[str, str]:
-    """Usage errors (exit 2) for Spark options given without --spark or with bad values; the
-    --spark-conf pairs as a dict."""
+def check_spark_usage(use_spark: bool, master, spark_conf, output, paths=(), strict: bool = False,
+                      output_needed: bool = False) -> dict[str, str]:
+    """Usage errors (exit 2) for Spark options given without --spark or with bad values, for Hadoop
+    URIs without --spark and for --strict with it; the --spark-conf pairs as a dict."""
     from .session import parse_conf
 
     if not use_spark:
+        for path in paths:
+            if is_uri(path) and not os.path.exists(path):
+                raise click.UsageError(f"{path}: a Hadoop URI is read only with --spark, through Spark's file access")
         given = [name for name, value in (("--master", master), ("--spark-conf", spark_conf), ("--output", output))
                  if value]
         if given:
             raise click.UsageError(f"{', '.join(given)} only applies with --spark")
         return {}
+    if strict:  # stopping at the first problem means reading in order; executors read everything at once
+        raise click.UsageError("--strict does not apply with --spark: run without --spark to stop at the first "
+                               "problem")
     if output_needed and not output:
         raise click.UsageError("--spark writes Parquet: give --output DIR")
     if output and os.path.exists(output) and (not os.path.isdir(output) or os.listdir(output)):

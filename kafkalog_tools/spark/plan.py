@@ -3,8 +3,10 @@ from __future__ import annotations
 
 import heapq
 from dataclasses import dataclass
+from pathlib import Path
 
-from ..formats.logdir import Segment
+from ..formats.logdir import PartitionDir, Segment
+from .remote import HadoopLayout, RemoteFile
 
 TASKS_PER_CORE = 4
 """More tasks than cores, heaviest first: Spark hands the next one to whichever core is free, which
@@ -18,9 +20,11 @@ class SegmentUnit:
     segment: Segment
     is_active: bool
     size: int
+    remote: tuple[RemoteFile, ...] = ()
+    """Its files behind a URI, staged where the unit runs."""
 
 
-def segment_units(targets) -> list[SegmentUnit]:
+def segment_units(targets, layout: HadoopLayout) -> list[SegmentUnit]:
     """Every segment with a .log of every partition of every target (verify's `_Target`s)."""
     units = []
     for number, target in enumerate(targets):
@@ -28,9 +32,20 @@ def segment_units(targets) -> list[SegmentUnit]:
             last_base = partition.segments[-1].base_offset if partition.segments else None
             for segment in named if named is not None else partition.segments:
                 if segment.log is not None:
+                    files = (segment.log, segment.index, segment.timeindex, segment.txnindex)
                     units.append(SegmentUnit((number, index), segment, segment.base_offset == last_base,
-                                             _size(segment)))
+                                             layout.size(segment.log), layout.remote_files(files)))
     return units
+
+
+def stage_2_inputs(partition: PartitionDir, named: list[Segment] | None) -> list[Path]:
+    """The files `verify.check_partition` reads: producer snapshots and the partition's own files,
+    and for segments given on their own the earlier .logs that its producer state may replay."""
+    paths = partition.snapshots + list(partition.files.values())
+    if named:
+        first = min(segment.base_offset for segment in named)
+        paths += [s.log for s in partition.segments if s.log is not None and s.base_offset < first]
+    return paths
 
 
 def balance(units: list, cores: int) -> list[list]:
@@ -44,9 +59,3 @@ def balance(units: list, cores: int) -> list[list]:
         heapq.heappush(heap, (total + unit.size, number, group))
     return [group for total, _, group in sorted(heap, key=lambda item: -item[0]) if group]
 
-
-def _size(segment: Segment) -> int:
-    try:
-        return segment.log.stat().st_size
-    except OSError:
-        return 0  # reported by the executor that tries to open it

@@ -2,9 +2,11 @@
 from __future__ import annotations
 
 import os
+import re
 import sys
 import tempfile
 import zipfile
+from contextlib import contextmanager
 from pathlib import Path
 
 from ..errors import InputError
@@ -76,3 +78,18 @@ def ship_package(sc) -> None:
             out.write(path, path.relative_to(package.parent).as_posix())
     sc.addPyFile(str(archive))
     sc._kafkalog_shipped = True
+
+
+@contextmanager
+def task_errors():
+    """A Spark job that failed on every attempt as one line (an InputError: exit 2), not Spark's
+    stack trace: the InputError a task raised (a file behind a URI that cannot be copied), else the
+    first line of what failed."""
+    try:
+        yield
+    except Exception as exc:
+        if type(exc).__module__.split(".")[0] not in ("py4j", "pyspark"):
+            raise
+        text = str(exc)
+        ours = re.findall(r"kafkalog_tools\.errors\.InputError: (.+)", text)
+        raise InputError(ours[-1] if ours else f"a Spark job failed: {text.strip().splitlines()[0]}") from None

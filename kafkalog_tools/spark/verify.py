@@ -7,26 +7,42 @@ from typing import Iterable, Iterator
 
 from .. import verify as v
 from . import jobs, plan, schemas
+from .remote import HadoopLayout, staged
+from .session import task_errors
 
 
 class SparkVerification(v.Verification):
     """A `Verification` whose partitions are checked on a Spark cluster: the same findings, in the
-    same order, and the same summary."""
+    same order, and the same summary. Paths may be Hadoop URIs (`remote`): findings name them."""
 
     def __init__(self, spark, paths: Iterable[str], *, deep: bool = True,
                  max_findings_per_code: int = v.MAX_FINDINGS_PER_CODE, stage_2_on: str | None = None):
         self.stage_2_on = stage_2_on
-        self.paths = list(paths)
-        super().__init__(self.paths, deep=deep, max_findings_per_code=max_findings_per_code)
+        self.layout = HadoopLayout(spark, paths)
+        self.paths = self.layout.paths
+        try:
+            super().__init__(self.layout.local_paths, deep=deep, max_findings_per_code=max_findings_per_code,
+                             files=self.layout)
+        except BaseException:
+            self.layout.close()
+            raise
         self.spark = spark
         self.outcomes: dict[tuple[int, int], v.PartitionOutcome] | None = None
         self.current_path: str | None = None
         """The path given whose findings are being yielded."""
 
     def __iter__(self) -> Iterator[v.Finding]:
-        if self.outcomes is None:
-            self.outcomes = run_partition_checks(self.spark, self.targets, self.deep, self.stage_2_on)
-        yield from super().__iter__()
+        try:
+            if self.outcomes is None:
+                with task_errors():
+                    self.outcomes = run_partition_checks(self.spark, self.targets, self.deep, self.layout,
+                                                         self.stage_2_on)
+            log_dir_files = [path for target in self.targets if target.log_dir for path in target.log_dir.files.values()]
+            with staged(self.layout.remote_files(log_dir_files)):
+                for finding in super().__iter__():
+                    yield self.layout.map_finding(finding)
+        finally:
+            self.layout.close()
 
     def _target_findings(self, target, summary) -> Iterator[v.Finding]:
         self.current_path = self.paths[self._number(target)]
@@ -48,17 +64,17 @@ DRIVER_STAGE_2_MAX_BYTES = 64 << 30
 batch; it saves a shuffle stage, ~1 s); above it, on executors after a shuffle by partition."""
 
 
-def run_partition_checks(spark, targets, deep: bool, stage_2_on: str | None = None
+def run_partition_checks(spark, targets, deep: bool, layout: HadoopLayout, stage_2_on: str | None = None
                          ) -> dict[tuple[int, int], v.PartitionOutcome]:
     """Stage 1 per segment on the cluster, balanced by bytes; then stage 2 per partition, on the
     driver or (`stage_2_on="executors"`, the default above DRIVER_STAGE_2_MAX_BYTES) on executors.
-    Only compact facts travel, never segment bytes."""
+    Only compact facts travel, never segment bytes; files behind URIs are staged where they are read."""
     sc = spark.sparkContext
     cores = sc.defaultParallelism
-    units = plan.segment_units(targets)
+    units = plan.segment_units(targets, layout)
     groups = plan.balance(units, cores)
-    partitions = [((number, index), (partition, named)) for number, target in enumerate(targets)
-                  for index, (partition, named) in enumerate(target.partitions)]
+    partitions = [((number, index), (partition, named, layout.remote_files(plan.stage_2_inputs(partition, named))))
+                  for number, target in enumerate(targets) for index, (partition, named) in enumerate(target.partitions)]
     if not partitions:
         return {}
     reports = sc.parallelize(groups, max(1, len(groups))).flatMap(partial(jobs.check_segments, deep=deep))
@@ -68,8 +84,11 @@ def run_partition_checks(spark, targets, deep: bool, stage_2_on: str | None = No
         by_partition: dict[tuple[int, int], dict[str, v.SegmentReport]] = {key: {} for key, _ in partitions}
         for key, report in reports.collect():
             by_partition[key][report.log] = report
-        return {key: v.check_partition(partition, named, deep, by_partition[key])
-                for key, (partition, named) in partitions}
+        outcomes = {}
+        for key, (partition, named, remote) in partitions:
+            with staged(remote):
+                outcomes[key] = v.check_partition(partition, named, deep, by_partition[key])
+        return outcomes
     described = sc.parallelize(partitions, max(1, min(len(partitions), cores)))
     checked = described.cogroup(reports, max(1, min(len(partitions), plan.TASKS_PER_CORE * cores)))
     return dict(checked.map(partial(jobs.check_partition, deep=deep)).collect())

@@ -1,0 +1,295 @@
+"""Hadoop URIs (`hdfs://`, `s3a://`, `gs://`, `file://`) with `--spark`.
+
+The driver lists a URI through Spark's own Hadoop FileSystem (the JVM's, with the cluster's
+configuration) and classifies what it lists with `formats.logdir`, exactly as a local path. Every
+file listed gets a local path under a staging root, the same path on the driver and on every
+executor. Whoever reads a file - an executor its segment's files, the driver the checkpoints -
+first copies it there from its URI in bounded chunks through `pyarrow.fs`, runs the library on the
+copy (mmap, as for any local file), then deletes the copy: a segment is never held in memory, and a
+task's disk holds one segment's files at a time. Findings and rows name the URIs.
+"""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import tempfile
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Iterable, Iterator
+from urllib.parse import unquote, urlsplit
+
+from ..errors import InputError
+from ..formats.logdir import LocalFiles
+from .session import INSTALL_HINT
+
+URI = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
+COPY_CHUNK = 8 << 20
+STAGING_ATTEMPTS = 8
+STAGING_DIR_CONF = "spark.kafkalog.stagingDir"
+"""Where staged copies go, on the driver and on every executor (default: the driver's temp dir)."""
+
+_HDFS = ("pyarrow's HadoopFileSystem, which loads libhdfs through JNI: a Hadoop install on every node with "
+         "JAVA_HOME, HADOOP_HOME (or ARROW_LIBHDFS_DIR) and CLASSPATH=$(hadoop classpath --glob)",
+         "nothing more: Spark's Hadoop client reads hdfs://")
+SCHEMES = {
+    "file": ("file", "pyarrow", "nothing"),
+    "hdfs": ("hdfs", *_HDFS),
+    "viewfs": ("viewfs", *_HDFS),
+    "s3a": ("s3", "pyarrow's S3FileSystem with AWS credentials on every node (environment variables - "
+                  "spark.executorEnv.AWS_ACCESS_KEY_ID etc. -, ~/.aws or an instance role; AWS_ENDPOINT_URL "
+                  "for another S3 store)",
+            "hadoop-aws on Spark's classpath: --spark-conf "
+            "spark.jars.packages=org.apache.hadoop:hadoop-aws:<the Hadoop version of Spark's jars>"),
+    "gs": ("gs", "pyarrow's GcsFileSystem with Google credentials on every node "
+                 "(GOOGLE_APPLICATION_CREDENTIALS or the instance's service account)",
+           "Google's gcs-connector (hadoop3) jar on Spark's classpath (spark.jars)"),
+}
+"""Hadoop scheme: (pyarrow's scheme, what Python on the nodes needs to read it, what Spark's JVM
+needs to list it)."""
+
+
+def is_uri(path: str) -> bool:
+    return bool(URI.match(str(path)))
+
+
+@dataclass(frozen=True)
+class RemoteFile:
+    local: str
+    """Where the copy goes: the same path on the driver and on every executor."""
+    uri: str
+    mtime_ms: int
+    root: str
+    """The staging root (emptied directories are removed up to and including it)."""
+
+
+@dataclass(frozen=True)
+class _Entry:
+    """A listed name, as `logdir` reads an `os.DirEntry`."""
+
+    name: str
+    directory: bool
+    regular: bool
+
+    def is_symlink(self) -> bool:
+        return not self.directory and not self.regular  # Hadoop's third kind of FileStatus
+
+    def is_dir(self, follow_symlinks: bool = True) -> bool:
+        return self.directory
+
+    def is_file(self, follow_symlinks: bool = True) -> bool:
+        return self.regular
+
+
+class HadoopLayout(LocalFiles):
+    """The paths given, with each URI listed through Spark's Hadoop FileSystem (two levels: a log
+    dir, its partition dirs, their files) and standing in as a local path under the staging root;
+    other paths are read locally, as `LocalFiles` does."""
+
+    def __init__(self, spark, paths: Iterable[str]):
+        self.spark = spark
+        self.paths = list(paths)
+        self.root: str | None = None
+        self.roots: list[tuple[str, str]] = []
+        """(local path, URI) of each listed directory given (or a file's parent)."""
+        self._dirs: dict[str, list[_Entry] | InputError] = {}
+        self._files: dict[str, tuple[int, RemoteFile]] = {}
+        self._missing: dict[str, InputError] = {}
+        self.local_paths = [self._list(number, path) if is_uri(path) else path
+                            for number, path in enumerate(self.paths)]
+        """The paths given, with a local stand-in for each URI: hand these to the library."""
+
+    # -- logdir's view ------------------------------------------------------------------------
+
+    def scandir(self, path: Path) -> list:
+        listed = self._dirs.get(str(path))
+        if listed is None:
+            return super().scandir(path)
+        if isinstance(listed, InputError):
+            raise listed
+        return listed
+
+    def is_dir(self, path: Path) -> bool:
+        key = str(path)
+        if key in self._missing:
+            raise self._missing[key]
+        if key in self._dirs:
+            return True
+        return False if key in self._files else super().is_dir(path)
+
+    def size(self, path: Path) -> int:
+        known = self._files.get(str(path))
+        return known[0] if known else super().size(path)
+
+    # -- staging and naming ---------------------------------------------------------------------
+
+    def remote_files(self, paths: Iterable[Path | str | None]) -> tuple[RemoteFile, ...]:
+        """The listed files among `paths` (local paths need no staging)."""
+        return tuple(self._files[str(p)][1] for p in paths if p is not None and str(p) in self._files)
+
+    def to_uri(self, text: str | None) -> str | None:
+        """`text` with every staged path named by its URI."""
+        if text is None:
+            return None
+        for local, uri in self.roots:
+            text = text.replace(local, uri)
+        return text
+
+    def close(self) -> None:
+        """Remove the driver's staging root (executors remove their copies as they go)."""
+        if self.root is not None:
+            shutil.rmtree(self.root, ignore_errors=True)
+
+    # -- listing through the JVM ----------------------------------------------------------------
+
+    def _list(self, number: int, uri: str) -> str:
+        scheme = uri.split(":", 1)[0].lower()
+        if scheme not in SCHEMES:
+            raise InputError(f"{scheme}:// is not readable with --spark; readable: "
+                             f"{', '.join(s + '://' for s in SCHEMES)} (or mount the data and give a local path)",
+                             path=uri)
+        filesystem(uri)  # what the executors will need, checked here once
+        if self.root is None:
+            conf = self.spark.sparkContext.getConf()
+            self.root = tempfile.mkdtemp(prefix="kafkalog-stage-", dir=conf.get(STAGING_DIR_CONF, None))
+        uri = uri.rstrip("/") or uri
+        jvm = self.spark._jvm
+        hadoop_path = jvm.org.apache.hadoop.fs.Path(uri)
+        name = hadoop_path.getName() or "root"
+        try:
+            fs = hadoop_path.getFileSystem(self.spark._jsc.hadoopConfiguration())
+            status = fs.getFileStatus(hadoop_path)
+        except Exception as exc:  # py4j's Py4JJavaError: missing, no FileSystem for the scheme, denied
+            local = f"{self.root}/{number}/{name}"
+            needs = SCHEMES[scheme][2]
+            hint = "" if needs == "nothing" or "ClassNotFound" not in str(exc) else f"; listing it needs {needs}"
+            self._missing[local] = InputError(
+                f"cannot read through Spark's Hadoop FileSystem: {_java_message(exc)}{hint}", path=uri)
+            return local
+        if status.isDirectory():
+            local = f"{self.root}/{number}/{name}"
+            self.roots.append((local, uri))
+            self._list_dir(fs, hadoop_path, local, uri, depth=2)
+            return local
+        parent = hadoop_path.getParent()
+        local_parent = f"{self.root}/{number}/{parent.getName() or 'root'}"
+        self.roots.append((local_parent, uri.rsplit("/", 1)[0]))
+        self._list_dir(fs, parent, local_parent, uri.rsplit("/", 1)[0], depth=1)
+        return f"{local_parent}/{name}"
+
+    def _list_dir(self, fs, hadoop_path, local: str, uri: str, depth: int) -> None:
+        try:
+            statuses = fs.listStatus(hadoop_path)
+        except Exception as exc:
+            self._dirs[local] = InputError(f"cannot list directory: {_java_message(exc)}", path=uri)
+            return
+        entries = []
+        for status in statuses:
+            entry = _Entry(status.getPath().getName(), status.isDirectory(), status.isFile())
+            entries.append(entry)
+            child_local, child_uri = f"{local}/{entry.name}", f"{uri}/{entry.name}"
+            if entry.regular:
+                self._files[child_local] = (status.getLen(), RemoteFile(child_local, child_uri,
+                                                                        status.getModificationTime(), self.root))
+            elif entry.directory and depth > 1:
+                self._list_dir(fs, status.getPath(), child_local, child_uri, depth - 1)
+        self._dirs[local] = sorted(entries, key=lambda e: e.name)
+
+    def map_finding(self, finding):
+        """A verify `Finding` naming URIs instead of staged paths."""
+        if not self.roots:
+            return finding
+        extra = {key: self.to_uri(value) if isinstance(value, str) else value for key, value in finding.extra.items()}
+        return replace(finding, file=self.to_uri(finding.file), message=self.to_uri(finding.message), extra=extra)
+
+
+def _java_message(exc: Exception) -> str:
+    java = getattr(exc, "java_exception", None)
+    return str(java.toString()) if java is not None else _first_line(exc)
+
+
+def _first_line(exc: Exception) -> str:
+    lines = str(exc).strip().splitlines()
+    return lines[0] if lines else type(exc).__name__
+
+
+# ---------------------------------------------------------------------------------------------
+# Reading a URI from Python (driver and executors)
+# ---------------------------------------------------------------------------------------------
+
+_FILESYSTEMS: dict[tuple[str, str], object] = {}
+
+
+def filesystem(uri: str):
+    """(pyarrow filesystem, path in it) for a URI; InputError saying what is missing otherwise."""
+    scheme, _, rest = uri.partition("://")
+    target, needs, _ = SCHEMES[scheme.lower()]
+    try:
+        from pyarrow import fs
+    except ImportError:
+        raise InputError(f"reading {scheme}:// needs pyarrow on the driver and every executor: {INSTALL_HINT}",
+                         path=uri) from None
+    parts = urlsplit(f"{target}://{rest}")
+    key = (target, parts.netloc)
+    if key not in _FILESYSTEMS:
+        try:
+            _FILESYSTEMS[key] = fs.FileSystem.from_uri(f"{target}://{parts.netloc}/")[0]
+        except Exception as exc:  # pyarrow's ArrowInvalid / OSError: libhdfs, credentials, endpoint
+            raise InputError(f"cannot open {scheme}:// from Python ({_first_line(exc)}); it needs {needs}",
+                             path=uri) from None
+    path = unquote(parts.path)
+    return _FILESYSTEMS[key], (f"{parts.netloc}{path}" if target in ("s3", "gs") else path)
+
+
+@contextmanager
+def staged(files: Iterable[RemoteFile]) -> Iterator[None]:
+    """Local copies of `files` while the block runs, deleted after (with the directories emptied)."""
+    made = []
+    try:
+        for file in files:
+            made.append(file)
+            _copy(file)
+        yield
+    finally:
+        for file in made:
+            _remove(file)
+
+
+def _copy(file: RemoteFile) -> None:
+    source_fs, source = filesystem(file.uri)
+    part = f"{file.local}.part-{os.getpid()}"
+    try:
+        for attempt in range(STAGING_ATTEMPTS):  # a task on this node may remove an emptied directory meanwhile
+            try:
+                os.makedirs(os.path.dirname(file.local), exist_ok=True)
+                sink = open(part, "wb")
+                break
+            except FileNotFoundError:
+                if attempt == STAGING_ATTEMPTS - 1:
+                    raise
+        with sink, source_fs.open_input_stream(source) as stream:
+            while chunk := stream.read(COPY_CHUNK):
+                sink.write(chunk)
+        os.utime(part, ns=(file.mtime_ms * 1_000_000,) * 2)
+        os.replace(part, file.local)  # a reader's mmap of an earlier copy keeps its own inode
+    except Exception as exc:  # pyarrow's errors are OSErrors or ArrowExceptions
+        try:
+            os.unlink(part)
+        except OSError:
+            pass
+        raise InputError(f"cannot copy to {file.local} for reading: {_first_line(exc)}", path=file.uri) from None
+
+
+def _remove(file: RemoteFile) -> None:
+    try:
+        os.unlink(file.local)
+    except OSError:
+        pass
+    directory = os.path.dirname(file.local)
+    while directory.startswith(file.root):
+        try:
+            os.rmdir(directory)
+        except OSError:
+            return  # not empty: another unit's copies are in it
+        directory = os.path.dirname(directory)
