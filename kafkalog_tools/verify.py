@@ -464,22 +464,26 @@ class _PartitionCheck:
 
     def _replay(self, batch: BatchFacts, ordinal: int, ordered: list, aborted: list[AbortedTxn],
                 abort_markers: set[tuple[int, int]]) -> None:
-        if self.last_offset is not None and batch.base_offset <= self.last_offset:
+        last_offset = self.last_offset
+        if last_offset is not None and batch.base_offset <= last_offset:
             finding = Finding(ERROR, "offset-not-increasing", batch.path, batch.position,
                               f"batch offsets {batch.base_offset}..{batch.last_offset} do not follow the previous "
-                              f"last offset {self.last_offset}", {"previous_last_offset": self.last_offset})
+                              f"last offset {last_offset}", {"previous_last_offset": last_offset})
             ordered.append(((batch.position, ordinal, _RANK_ORDER), finding))
-        self._check_leader_epoch(batch, ordinal, ordered)
-        self.sink = []
-        self._apply_producer_state(batch, aborted, abort_markers)
-        ordered.extend(((_position_key(finding), ordinal, _RANK_PRODUCER), finding) for finding in self.sink)
-        self.last_offset = batch.last_offset if self.last_offset is None else max(self.last_offset, batch.last_offset)
+        if batch.magic >= 2 and batch.partition_leader_epoch >= 0:
+            self._check_leader_epoch(batch, ordinal, ordered)
+        if self.pending_snapshots or (batch.magic >= 2 and batch.producer_id >= 0):  # else no producer state moves
+            sink = self.sink = []
+            self._apply_producer_state(batch, aborted, abort_markers)
+            if sink:
+                ordered.extend(((_position_key(finding), ordinal, _RANK_PRODUCER), finding) for finding in sink)
+        if last_offset is None or batch.last_offset > last_offset:
+            self.last_offset = batch.last_offset
 
     def _check_leader_epoch(self, batch: BatchFacts, ordinal: int, ordered: list) -> None:
+        """A V2 batch with a leader epoch (>= 0)."""
         epochs = self.epochs
         epoch = batch.partition_leader_epoch
-        if batch.magic < 2 or epoch < 0:
-            return
         if epochs and epoch < epochs[-1][0]:
             finding = Finding(
                 ERROR, "leader-epoch-decreased", batch.path, batch.position,
@@ -666,14 +670,17 @@ class _BatchTable:
         self.last_offsets = array("q")
         self.prefix_max_timestamps = array("q")
         """Largest batch max timestamp up to and including each batch."""
+        self.max_timestamp = -1
+        """Of the whole segment so far (-1 when no batch has a timestamp)."""
 
     def add(self, batch: Batch, base_offset: int) -> None:
         self.positions.append(batch.position)
-        self.end = batch.end
+        self.end = batch.position + batch.size
         self.base_offsets.append(base_offset)
         self.last_offsets.append(batch.last_offset)
-        before = self.prefix_max_timestamps[-1] if self.prefix_max_timestamps else -1
-        self.prefix_max_timestamps.append(max(before, batch.max_timestamp))
+        if batch.max_timestamp > self.max_timestamp:
+            self.max_timestamp = batch.max_timestamp
+        self.prefix_max_timestamps.append(self.max_timestamp)
 
     def __len__(self) -> int:
         return len(self.positions)
@@ -691,9 +698,6 @@ class _BatchTable:
         """Index of the last batch whose last offset is <= `offset` (-1 if none)."""
         return bisect.bisect_right(self.last_offsets, offset) - 1
 
-    @property
-    def max_timestamp(self) -> int:
-        return self.prefix_max_timestamps[-1] if self.prefix_max_timestamps else -1
 
 
 @dataclass
@@ -817,41 +821,45 @@ class _LogScan:
         self.damage.append(_Damage(start, end, code, what, resync))
 
     def _accept(self, batch: Batch) -> None:
-        ordinal = self.counts.batches
+        counts = self.counts
+        ordinal = counts.batches
         findings = self.report.log_findings
-        unreadable: list[Finding] = []
-        base = _base_offset(batch, unreadable)
-        if unreadable:
-            findings.append(((_position_key(unreadable[0]), ordinal, _RANK_BASE_OFFSET), unreadable[0]))
+        last_offset = batch.last_offset
+        try:
+            base = batch.base_offset  # a legacy wrapper decompresses to find its first inner offset
+        except CorruptDataError as exc:
+            base = last_offset
+            unreadable = _from_error(exc, "record-corrupt", batch.path)
+            findings.append(((_position_key(unreadable), ordinal, _RANK_BASE_OFFSET), unreadable))
         segment_base = self.segment.base_offset
         if base < segment_base:
             findings.append(((batch.position, ordinal, _RANK_BOUNDS), Finding(
                 ERROR, "offset-below-segment-base", batch.path, batch.position,
                 f"batch offset {base} is below the segment's base offset {segment_base}")))
-        if not 0 <= batch.last_offset - segment_base <= INT32_MAX:
+        if not 0 <= last_offset - segment_base <= INT32_MAX:
             findings.append(((batch.position, ordinal, _RANK_BOUNDS), Finding(
                 ERROR, "offset-overflow", batch.path, batch.position,
-                f"last offset {batch.last_offset} is not within 2^31-1 of the base offset {segment_base} "
+                f"last offset {last_offset} is not within 2^31-1 of the base offset {segment_base} "
                 f"(LogSegmentOffsetOverflowException)")))
         if self.deep:
-            for finding in _record_findings(batch, base, self.counts):
+            for finding in _record_findings(batch, base, counts):
                 findings.append(((_position_key(finding), ordinal, _RANK_RECORDS), finding))
         self.on_batch(BatchFacts.of(batch, base))
         self.table.add(batch, base)
-        self.last_offset = batch.last_offset if self.last_offset is None else max(self.last_offset, batch.last_offset)
-        self.counts.batches += 1
-        self.counts.intact_bytes += batch.size
+        if self.last_offset is None or last_offset > self.last_offset:
+            self.last_offset = last_offset
+        counts.batches = ordinal + 1
+        counts.intact_bytes += batch.size
         if self.damage:
             latest = self.damage[-1]
             latest.intact_bytes += batch.size
             latest.intact_batches += 1
-            latest.offsets = [latest.offsets[0] if latest.offsets else base, batch.last_offset]
-        self._progress(batch.end)
-
-    def _progress(self, position: int) -> None:
-        if self.on_progress is not None and position - self.reported >= PROGRESS_STEP:
-            self.on_progress(position - self.reported)
-            self.reported = position
+            latest.offsets = [latest.offsets[0] if latest.offsets else base, last_offset]
+        if self.on_progress is not None:
+            end = batch.position + batch.size
+            if end - self.reported >= PROGRESS_STEP:
+                self.on_progress(end - self.reported)
+                self.reported = end
 
     # -- resynchronisation -----------------------------------------------------------------------
 
@@ -918,14 +926,6 @@ def _damage_finding(path: str, damage: _Damage) -> Finding:
                    {"end": damage.end, "length": length, "resync_position": damage.resync,
                     "intact_bytes_after": damage.intact_bytes, "intact_batches_after": damage.intact_batches,
                     "intact_offsets_after": damage.offsets or None})
-
-
-def _base_offset(batch: Batch, sink: list[Finding]) -> int:
-    try:
-        return batch.base_offset  # a legacy wrapper decompresses to find its first inner offset
-    except CorruptDataError as exc:
-        sink.append(_from_error(exc, "record-corrupt", batch.path))
-        return batch.last_offset
 
 
 def _record_findings(batch: Batch, base: int, summary: Summary) -> list[Finding]:
