@@ -7,6 +7,7 @@ fields, as `AbstractLegacyRecordBatch` does). Records are decoded only when aske
 """
 from __future__ import annotations
 
+import copy
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Callable
@@ -133,6 +134,7 @@ class Batch(ABC):
             try:
                 self._records = decode()
             except CorruptDataError as exc:
-                self._records_error = exc
+                # a copy: the raised error's traceback holds the decoder's frames (a bomb's output)
+                self._records_error = copy.copy(exc)
                 raise
         return self._records

@@ -38,7 +38,7 @@ from pathlib import Path
 
 OK_EXIT_CODES = (0, 1, 2)
 DEFAULT_TIME_LIMIT = 20.0
-DEFAULT_MEMORY_LIMIT = 3 << 30
+DEFAULT_MEMORY_LIMIT = 3 << 29  # 1.5 GiB: a bomb costs at most twice --max-decompressed (128 MiB)
 WATCHDOG_GRACE = 10.0
 
 
