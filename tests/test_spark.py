@@ -365,3 +365,27 @@ def test_a_uri_that_cannot_be_read_is_one_message(spark, tmp_path):
     with pytest.raises(InputError, match=rf"^{_uri(gone)}: cannot copy to .* for reading: .*"):
         list(run)
 
+
+
+def test_dump_on_spark_counts_a_crc_mismatch_as_one_process_does(spark, tmp_path):
+    """A batch whose bytes changed after it was written is a row with crc_valid false AND a problem
+    (exit 1), with or without --spark."""
+    from kafkalog_tools import dump as d
+    from kafkalog_tools.formats.segment import SegmentFile
+    from kafkalog_tools.spark.dump import write_parquet
+
+    work = tmp_path / "golden-v2-mixed-0"
+    shutil.copytree(need(GOLDEN / "logs" / "golden-v2-mixed-0"), work)
+    log = sorted(work.glob("*.log"))[0]
+    with SegmentFile(log) as segment:
+        batch = next(b for b in segment.batches() if b.size > 200)
+        position = batch.position
+    data = bytearray(log.read_bytes())
+    data[position + 150] ^= 0x01
+    log.chmod(0o644)
+    log.write_bytes(bytes(data))
+
+    result = write_parquet(spark, [str(work)], str(tmp_path / "out"), d.DumpOptions(deep=True))
+    errors = [row for row in result.problems if row[1] == "error"]
+    assert [(row[0], row[2], row[3]) for row in errors] == [("crc_mismatch", str(log), position)]
+    assert kafkalog("dump", "--format", "json", str(work)).returncode == 1

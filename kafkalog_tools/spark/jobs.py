@@ -55,6 +55,11 @@ def _unit_rows(unit: DumpUnit, options: d.DumpOptions, bytes_mode: str, max_byte
         if isinstance(item, d.BatchItem):
             row = schemas.batch_row(item.batch, *where)
             yield "batch", (shown,) + row[1:] if shown else row
+            if not item.batch.crc_valid:  # a problem for the exit code, as in one process
+                problem = {"type": "crc_mismatch", "severity": "error", "file": item.batch.path,
+                           "position": item.batch.position,
+                           "message": f"the batch fails its CRC (stored {item.batch.crc})"}
+                yield "problem", schemas.problem_row(_naming(problem, unit.path, shown), *where)
             decoded = item.decoded or [None] * len(item.records or ())
             for record, payload in zip(item.records or (), decoded):
                 row = schemas.record_row(item.batch, record, payload, bytes_mode, *where)
