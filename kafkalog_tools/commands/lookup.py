@@ -102,5 +102,8 @@ def _print_answer(answer: lk.Answer, explain: bool) -> None:
 def _iso(millis: int | None) -> str:
     if millis is None or millis < 0:
         return "no timestamp"
-    return datetime.fromtimestamp(millis / 1000, tz=timezone.utc).isoformat(timespec="milliseconds").replace(
-        "+00:00", "Z")
+    try:
+        moment = datetime.fromtimestamp(millis / 1000, tz=timezone.utc)
+    except (ValueError, OverflowError, OSError):  # a damaged timestamp beyond year 9999
+        return "not a date"
+    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
