@@ -1,7 +1,14 @@
 """The subcommands, one thin module each (see cli.py), and the options several of them share."""
 from __future__ import annotations
 
+from typing import Callable, Iterable, Iterator, TypeVar
+
 import click
+
+from ..errors import InputError, KafkaLogError
+from ..output import EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE
+
+Report = TypeVar("Report")
 
 
 def strict_option(what: str):
@@ -13,3 +20,41 @@ def strict_option(what: str):
 
 def stop_strictly(message: str) -> None:
     click.echo(f"kafkalog: stopped at the first problem (--strict): {message}", err=True)
+
+
+class PartitionWalk:
+    """The loop of the per-partition commands (txns, retention, compaction): every partition named
+    by PATH... analysed in turn. A path or partition that cannot be read is a one-line error and the
+    walk goes on; `exit_code` folds what happened into the documented codes."""
+
+    def __init__(self, paths: Iterable[str]):
+        self.paths = paths
+        self.usage = self.problems = False
+
+    def reports(self, analyze: Callable[..., Report]) -> Iterator[Report]:
+        from ..txns import partitions_of
+
+        for path in self.paths:
+            try:
+                partitions = list(partitions_of([path]))
+            except InputError as exc:
+                self._error(exc, usage=True)
+                continue
+            for partition in partitions:
+                try:
+                    yield analyze(partition)
+                except InputError as exc:
+                    self._error(exc, usage=True)
+                except KafkaLogError as exc:
+                    self._error(exc, usage=False)
+
+    def _error(self, exc: KafkaLogError, usage: bool) -> None:
+        click.echo(f"kafkalog: error: {exc}", err=True)
+        if usage:
+            self.usage = True
+        else:
+            self.problems = True
+
+    @property
+    def exit_code(self) -> int:
+        return EXIT_USAGE if self.usage else EXIT_PROBLEMS if self.problems else EXIT_OK

@@ -6,10 +6,9 @@ import sys
 import click
 
 from .. import compaction as c
-from ..errors import InputError, KafkaLogError
-from ..output import EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE, LineWriter, choose_format
+from ..output import LineWriter, choose_format
 from ..output.jsonl import encode_bytes
-from ..txns import partitions_of
+from . import PartitionWalk
 from .retention import time_option
 
 TOP_KEYS = 20
@@ -66,34 +65,20 @@ def command(paths, now, delete_retention_ms, min_compaction_lag_ms, max_compacti
     settings = c.CompactionSettings(now, delete_retention_ms, min_compaction_lag_ms, max_compaction_lag_ms,
                                     min_cleanable_ratio, segment_bytes, first_dirty_offset=first_dirty_offset,
                                     high_watermark=high_watermark)
-    usage = problems = False
+    def analyze(partition):
+        report = c.analyze_partition(partition, settings)
+        return report, c.simulate(report, partition, paths, output_dir) if simulate else None
+
+    walk = PartitionWalk(paths)
     writer = LineWriter()
-    for path in paths:
-        try:
-            partitions = list(partitions_of([path]))
-        except InputError as exc:
-            click.echo(f"kafkalog: error: {exc}", err=True)
-            usage = True
-            continue
-        for partition in partitions:
-            try:
-                report = c.analyze_partition(partition, settings)
-                written = c.simulate(report, partition, paths, output_dir) if simulate else None
-            except InputError as exc:
-                click.echo(f"kafkalog: error: {exc}", err=True)
-                usage = True
-                continue
-            except KafkaLogError as exc:
-                click.echo(f"kafkalog: error: {exc}", err=True)
-                problems = True
-                continue
-            problems |= bool(report.problems)
-            if output_format == "json":
-                writer.write_json(report_objects(report, written))
-            else:
-                _print_table(report, written, list_offsets)
+    for report, written in walk.reports(analyze):
+        walk.problems |= bool(report.problems)
+        if output_format == "json":
+            writer.write_json(report_objects(report, written))
+        else:
+            _print_table(report, written, list_offsets)
     sys.stdout.flush()
-    sys.exit(EXIT_USAGE if usage else EXIT_PROBLEMS if problems else EXIT_OK)
+    sys.exit(walk.exit_code)
 
 
 def ranges(offsets: list[int]) -> list[list[int]]:

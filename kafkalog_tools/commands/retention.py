@@ -6,9 +6,8 @@ import sys
 import click
 
 from .. import retention
-from ..errors import InputError, KafkaLogError
-from ..output import EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE, LineWriter, choose_format
-from ..txns import partitions_of
+from ..output import LineWriter, choose_format
+from . import PartitionWalk
 from .dump import parse_time
 
 
@@ -56,33 +55,16 @@ def command(paths, now, retention_ms, retention_bytes, log_start_offset, high_wa
     output_format = choose_format(output_format)
     settings = retention.RetentionSettings(now, retention_ms, retention_bytes, log_start_offset, high_watermark,
                                            tuple(cleanup_policy.split(",")))
-    usage = problems = False
+    walk = PartitionWalk(paths)
     writer = LineWriter()
-    for path in paths:
-        try:
-            partitions = list(partitions_of([path]))
-        except InputError as exc:
-            click.echo(f"kafkalog: error: {exc}", err=True)
-            usage = True
-            continue
-        for partition in partitions:
-            try:
-                report = retention.analyze_partition(partition, settings)
-            except InputError as exc:
-                click.echo(f"kafkalog: error: {exc}", err=True)
-                usage = True
-                continue
-            except KafkaLogError as exc:
-                click.echo(f"kafkalog: error: {exc}", err=True)
-                problems = True
-                continue
-            problems |= bool(report.problems)
-            if output_format == "json":
-                writer.write_json(report_objects(report))
-            else:
-                _print_table(report)
+    for report in walk.reports(lambda partition: retention.analyze_partition(partition, settings)):
+        walk.problems |= bool(report.problems)
+        if output_format == "json":
+            writer.write_json(report_objects(report))
+        else:
+            _print_table(report)
     sys.stdout.flush()
-    sys.exit(EXIT_USAGE if usage else EXIT_PROBLEMS if problems else EXIT_OK)
+    sys.exit(walk.exit_code)
 
 
 def report_objects(report: retention.RetentionReport) -> list[dict]:

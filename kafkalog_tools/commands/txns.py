@@ -6,8 +6,8 @@ import sys
 import click
 
 from .. import txns
-from ..errors import InputError
-from ..output import EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE, LineWriter, choose_format
+from ..output import LineWriter, choose_format
+from . import PartitionWalk
 
 
 @click.command("txns")
@@ -27,29 +27,16 @@ def command(paths, output_format):
     Exit codes: 0 clean; 1 findings of severity error; 2 usage or I/O error.
     """
     output_format = choose_format(output_format)
-    errors = usage = False
+    walk = PartitionWalk(paths)
     writer = LineWriter()
-    for path in paths:
-        try:
-            partitions = list(txns.partitions_of([path]))
-        except InputError as exc:
-            click.echo(f"kafkalog: error: {exc}", err=True)
-            usage = True
-            continue
-        for partition in partitions:
-            try:
-                result = txns.analyze_partition(partition)
-            except InputError as exc:
-                click.echo(f"kafkalog: error: {exc}", err=True)
-                usage = True
-                continue
-            errors |= result.has_errors
-            if output_format == "json":
-                writer.write_json(partition_objects(result))
-            else:
-                _print_table(result)
+    for result in walk.reports(txns.analyze_partition):
+        walk.problems |= result.has_errors
+        if output_format == "json":
+            writer.write_json(partition_objects(result))
+        else:
+            _print_table(result)
     sys.stdout.flush()
-    sys.exit(EXIT_USAGE if usage else EXIT_PROBLEMS if errors else EXIT_OK)
+    sys.exit(walk.exit_code)
 
 
 # ---------------------------------------------------------------------------------------------
