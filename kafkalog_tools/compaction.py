@@ -42,7 +42,8 @@ from .formats.record_batch import (ATTR_CONTROL, ATTR_DELETE_HORIZON, ATTR_LOG_A
 from .formats.segment import BadEntry, SegmentFile, offset_from_name
 from .formats.time_index import TimeIndex
 from .formats.txn_index import AbortedTxn
-from .recovery import ProducerState, ProducerStateError, Rebuild, RebuildOptions, starting_producer_state
+from .recovery import (ProducerState, ProducerStateError, Rebuild, RebuildOptions, refuse_output_in_input_tree,
+                       starting_producer_state)
 from .retention import (checkpointed, initial_high_watermark, initial_log_start_offset, largest_timestamp,
                         log_end_offset)
 
@@ -584,17 +585,12 @@ def _summaries(read: list[_Segment], report: CompactionReport) -> None:
 # ---------------------------------------------------------------------------------------------
 
 
-def simulate(report: CompactionReport, partition: PartitionDir, inputs: list[str | os.PathLike],
-             output_dir: str | os.PathLike) -> Path:
+def simulate(report: CompactionReport, partition: PartitionDir, output_dir: str | os.PathLike) -> Path:
     """Write the partition as this cleaning leaves it to <output_dir>/<partition>/, with a
     cleaner-offset-checkpoint (and replication-offset-checkpoint) in <output_dir>, so that the next
     cleaning can be simulated on it. Indexes are rebuilt by recovery's rules. Returns the new dir."""
     output_dir = Path(os.path.realpath(output_dir))  # realpath: a symlink loop given is no RuntimeError
-    for source in [*inputs, partition.path, partition.path.parent]:
-        source = Path(os.path.realpath(source))
-        if output_dir == source or source in output_dir.parents:
-            raise InputError(f"the output dir is inside the input tree ({source}); choose a directory elsewhere",
-                             path=output_dir)
+    refuse_output_in_input_tree(output_dir, [partition.path])
     target = output_dir / partition.name
     if target.exists():
         raise InputError("already exists; choose an empty output dir", path=target)

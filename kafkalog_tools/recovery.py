@@ -481,7 +481,7 @@ class Rebuild:
         self.on_progress = on_progress
         self.plans = _plan(paths)
         if self.options.output_dir is not None:
-            _refuse_output_in_input_tree(self.options.output_dir, [p.partition.path for p in self.plans])
+            refuse_output_in_input_tree(self.options.output_dir, [p.partition.path for p in self.plans])
         self.stopped: SegmentRebuild | None = None
         """With `strict`: the segment the run stopped at."""
         self.total_bytes = sum(replay_bytes(plan.partition, plan.segments[0].base_offset)
@@ -572,7 +572,7 @@ def _plan(paths: Iterable[str | os.PathLike]) -> list[_Plan]:
     return [plan for plan in plans.values() if plan.segments]
 
 
-def _refuse_output_in_input_tree(output_dir: Path, partitions: list[Path]) -> None:
+def refuse_output_in_input_tree(output_dir: Path, partitions: list[Path]) -> None:
     """The output dir may not lie inside a log dir being read (a partition dir or its parent), nor
     contain one: rebuilt files must never mix with the evidence."""
     out = os.path.realpath(output_dir)

@@ -148,7 +148,7 @@ def test_golden_transactional_partition(tmp_path):
     assert (report.first_dirty_offset, report.first_uncleanable_offset, report.end_offset) == (0, 593, 593)
     assert report.dirty_ratio == 1.0
     kept = [(r.offset, r.key, r.value) for plan in report.batches for r in plan.kept if r.control is None]
-    target = c.simulate(report, read_partition_dir(directory), [directory], tmp_path)
+    target = c.simulate(report, read_partition_dir(directory), tmp_path)
     assert _all_records(target) == kept
     assert any(f.fate == c.ABORTED for plan in report.batches for f in plan.records)
 
@@ -182,6 +182,6 @@ def test_simulated_output_of_golden_partitions_verifies_without_error(tmp_path, 
 
     directory = need(GOLDEN / "logs" / name)
     report = c.analyze_partition(read_partition_dir(directory), c.CompactionSettings(now=T0 + 30 * DAY))
-    target = c.simulate(report, read_partition_dir(directory), [directory], tmp_path)
+    target = c.simulate(report, read_partition_dir(directory), tmp_path)
     errors = [finding for finding in Verification([str(target)]) if finding.severity == ERROR]
     assert errors == []
