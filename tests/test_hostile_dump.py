@@ -10,7 +10,6 @@ a forensic tool must leave its evidence as it found it.
 from __future__ import annotations
 
 import gzip
-import hashlib
 import json
 import os
 import shutil
@@ -26,6 +25,7 @@ from kafkalog_tools.crc import crc32c
 from kafkalog_tools.formats import legacy, producer_snapshot, time_index, txn_index
 from kafkalog_tools.formats import offset_index
 from kafkalog_tools.formats.record_batch import build_batch, build_record
+from kafkalog_tools.fuzz.runner import listing
 from tests.conftest import GOLDEN, REAL, ROOT
 
 T0 = 1_700_000_000_000
@@ -48,28 +48,6 @@ class Run:
 
     def json(self) -> list[dict]:
         return [json.loads(line) for line in self.out.splitlines()]
-
-
-def listing(root: Path) -> dict[str, tuple]:
-    """Every file and directory under `root`: size, mtime and content hash (or link target)."""
-    found = {}
-    for dirpath, dirnames, filenames in os.walk(os.fsencode(root)):
-        for name in dirnames + filenames:
-            path = os.path.join(dirpath, name)
-            info = os.lstat(path)
-            if os.path.islink(path):
-                found[path] = ("link", os.readlink(path))
-            elif os.path.isdir(path):
-                found[path] = ("dir", info.st_mtime_ns)
-            else:
-                try:
-                    with open(path, "rb") as handle:
-                        digest = hashlib.sha256(handle.read()).hexdigest()
-                except PermissionError:
-                    digest = "unreadable"
-                found[path] = ("file", info.st_size, info.st_mtime_ns, info.st_mode, digest)
-    found[os.fsencode(root)] = ("dir", os.stat(root).st_mtime_ns)
-    return found
 
 
 def dump(*args, cwd: Path, env: dict | None = None) -> Run:

@@ -53,8 +53,9 @@ class Hang(BaseException):
 
 
 def listing(root: Path) -> dict[bytes, tuple]:
-    """Every entry under `root` (links not followed, FIFOs not opened): kind, size, mtime, hash."""
-    found = {}
+    """`root` and every entry under it (links not followed, FIFOs not opened): kind, size, mtime,
+    mode and content hash, to show that a read-only command changed and created nothing."""
+    found = {os.fsencode(root): ("dir", os.stat(root).st_mtime_ns)}
     for directory, dirnames, filenames in os.walk(os.fsencode(root)):
         for name in dirnames + filenames:
             path = os.path.join(directory, name)
@@ -62,8 +63,11 @@ def listing(root: Path) -> dict[bytes, tuple]:
             if stat.S_ISLNK(info.st_mode):
                 found[path] = ("link", os.readlink(path))
             elif stat.S_ISREG(info.st_mode):
-                with open(path, "rb") as handle:
-                    digest = hashlib.sha256(handle.read()).hexdigest()
+                try:
+                    with open(path, "rb") as handle:
+                        digest = hashlib.sha256(handle.read()).hexdigest()
+                except PermissionError:  # a mode-000 case file when not running as root
+                    digest = "unreadable"
                 found[path] = ("file", info.st_size, info.st_mtime_ns, stat.S_IMODE(info.st_mode), digest)
             else:
                 found[path] = (stat.S_IFMT(info.st_mode), info.st_mtime_ns)
