@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from .errors import InputError, KafkaLogError
 from .formats import checkpoint
