@@ -43,6 +43,10 @@ class Filters:
     key_regex: re.Pattern | None = None
 
     @property
+    def any_set(self) -> bool:
+        return any(getattr(self, f.name) is not None for f in dataclasses.fields(self))
+
+    @property
     def on_records(self) -> bool:
         """Whether a batch can only be kept or dropped after looking at its records."""
         return any(v is not None for v in (self.from_time, self.to_time, self.key, self.key_regex))
@@ -373,11 +377,13 @@ def _dump_log(path: str, kind: str, options: DumpOptions, topic: str | None, act
         yield FileStart(path, kind, segment.base_offset, snapshot_id)
         decoder = _payload_decoder(options, topic)
         filters = options.filters
+        # hoisted out of the per-batch loop: with one small record per batch these checks cost as much as the decode
+        filtering, on_records, decode_records = filters.any_set, filters.on_records, options.decode_records
         for entry in segment.entries():
-            if isinstance(entry, BadEntry):
+            if type(entry) is BadEntry:
                 yield Problem(entry.error)
                 continue
-            if not filters.batch_may_match(entry):
+            if filtering and not filters.batch_may_match(entry):
                 continue
             if entry.magic not in (0, 1, 2):
                 yield Problem(CorruptDataError(
@@ -385,15 +391,15 @@ def _dump_log(path: str, kind: str, options: DumpOptions, topic: str | None, act
                     "picks the format, but no Kafka version writes it", path=path,
                     position=entry.position + 16, expected="0, 1 or 2", actual=entry.magic))
             item = BatchItem(entry)
-            if options.decode_records:
+            if decode_records:
                 try:
                     records = entry.records()
                 except CorruptDataError as exc:
                     yield item
                     yield Problem(exc)
                     continue
-                item.records = [r for r in records if filters.record_matches(r)]
-                if filters.on_records and not item.records:
+                item.records = [r for r in records if filters.record_matches(r)] if filtering else list(records)
+                if on_records and not item.records:
                     continue
                 if decoder is not None and not entry.is_control:
                     item.decoded = [_decode(decoder, r) for r in item.records]

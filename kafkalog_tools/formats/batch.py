@@ -12,6 +12,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Callable
 
+from ..codecs import name_of
 from ..errors import CorruptDataError
 
 NO_TIMESTAMP = -1
@@ -113,8 +114,6 @@ class Batch(ABC):
 
     @property
     def compression(self) -> str:
-        from ..codecs import name_of
-
         return name_of(self.compression_id)
 
     @property
