@@ -552,6 +552,20 @@ def test_fast_json_lines_equal_the_reference_on_the_corpus(mode):
     assert fast == _dump_lines(REFERENCE_JSON, roots, mode)
 
 
+@pytest.mark.parametrize("codec_bits", [0, 6])  # 6: no codec, "unknown(6)" (the batch line only needs its name)
+def test_the_batch_template_equals_the_reference_on_header_values_the_corpus_lacks(tmp_path, codec_bits):
+    """A delete horizon, every flag, Long.MAX offsets and producer id, wrapping sequences, '%' in the name."""
+    raw = bytearray(rb.build_batch((1 << 63) - 1, [rb.build_record(0, 0, b"k", b"v")], base_timestamp=123,
+                                   attributes=0x78, producer_id=(1 << 63) - 1, base_sequence=0x7FFFFFFF))
+    raw[22] |= codec_bits  # the low attribute byte; the CRC no longer matches: crc_valid false
+    name = os.path.join(tmp_path, "t%d-0", "00000000000000000000.log")
+    os.mkdir(os.path.dirname(name))
+    Path(name).write_bytes(bytes(raw))
+    fast = _dump_lines(FAST_JSON, [name], "auto")
+    assert fast == _dump_lines(REFERENCE_JSON, [name], "auto")
+    assert '"delete_horizon_ms":123' in fast[1] and '"file":"' + name.replace("\\", "\\\\") + '"' in fast[1]
+
+
 def test_a_file_name_orjson_refuses_falls_back_to_json(tmp_path):
     """Non-UTF-8 file names arrive as surrogate escapes, which orjson rejects; json writes them."""
     name = os.path.join(os.fsdecode(tmp_path), "bad\udcff", "00000000000000000000.log")

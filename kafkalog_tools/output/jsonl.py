@@ -6,14 +6,16 @@ Bytes are UTF-8 text when they decode as such, otherwise base64; `*_encoding` sa
 value. Header keys are Strings in Kafka, so they are always text.
 
 `lines` renders items the way `json_line(obj)` does for each of `objects(item)`, byte for byte, but
-batches and their records take a fast path: orjson for batch objects and for every string (its
-escaping equals json.dumps(ensure_ascii=False) for every code point, and is ~25x faster on a 1 KiB
-value), and record lines built from a per-batch template without an intermediate dict.
+batches and their records take a fast path: orjson for every string (its escaping equals
+json.dumps(ensure_ascii=False) for every code point, and is ~25x faster on a 1 KiB value), and batch
+and record lines filled into per-file %-templates without an intermediate dict (ints print as
+json.dumps prints them, at any size).
 """
 from __future__ import annotations
 
 import base64
 import binascii
+import functools
 
 import orjson
 
@@ -163,15 +165,6 @@ def objects(item, bytes_mode: str = "auto") -> list[dict]:
 # ---------------------------------------------------------------------------------------------
 
 
-def plain_json_line(obj: dict) -> str:
-    """json_line for an object of str keys, strings, ints, bools, None, lists and dicts of them (no
-    floats: their text differs); orjson refuses surrogate escapes and ints past 64 bits: json then."""
-    try:
-        return orjson.dumps(obj).decode()
-    except TypeError:
-        return json_line(obj)
-
-
 def json_text(text: str) -> str:
     """A JSON string, as json.dumps(text, ensure_ascii=False) writes it."""
     try:
@@ -193,17 +186,46 @@ def _json_bytes(data: bytes | None, base64_only: bool) -> tuple[str, str]:
     return '"' + binascii.b2a_base64(data, newline=False).decode("ascii") + '"', '"base64"'
 
 
-_RECORD_FIELDS = ('"offset":%d,"timestamp":%d,"sequence":%d,"size":%d,"key_size":%d,"value_size":%d,"key":%s,'
-                  '"key_encoding":%s,"value":%s,"value_encoding":%s,"headers":[%s]}')
+_BATCH_FIELDS = ('"position":%d,"size":%d,"base_offset":%d,"last_offset":%d,"count":%s,"magic":%d,"crc":%d,'
+                 '"crc_valid":%s,"compression":%s,"timestamp_type":%s,"max_timestamp":%d,"producer_id":%d,'
+                 '"producer_epoch":%d,"base_sequence":%d,"last_sequence":%d,"is_transactional":%s,"is_control":%s,'
+                 '"partition_leader_epoch":%d,"delete_horizon_ms":%s}')
+_RECORD_FIELDS = ('"batch_position":%d,"offset":%d,"timestamp":%d,"sequence":%d,"size":%d,"key_size":%d,'
+                  '"value_size":%d,"key":%s,"key_encoding":%s,"value":%s,"value_encoding":%s,"headers":[%s]}')
 _HEADER = '{"key":%s,"value":%s,"value_encoding":%s}'
 _LEGACY = ',"legacy":{"magic":%d,"crc":%d,"crc_valid":%s,"attributes":%d}}'
 _JSON_BOOL = {True: "true", False: "false", None: "null"}
 
 
+@functools.lru_cache(maxsize=16)
+def _templates(path: str) -> tuple[str, str]:
+    """The batch and record line templates of one file: its name is encoded once, not per batch."""
+    file = json_text(path).replace("%", "%%")  # a file name may hold a '%'
+    return ('{"type":"batch","file":' + file + "," + _BATCH_FIELDS,
+            '{"type":"record","file":' + file + "," + _RECORD_FIELDS)
+
+
+@functools.lru_cache(maxsize=64)
+def _name_json(name: str) -> str:
+    """A compression or timestamp type name as a JSON string (a handful of names, encoded once)."""
+    return json_text(name)
+
+
+def batch_line(batch: Batch) -> str:
+    """json_line(batch_object(batch)), from the file's template."""
+    count, horizon = batch.count, batch.delete_horizon_ms
+    return _templates(batch.path)[0] % (
+        batch.position, batch.size, batch.base_offset, batch.last_offset, "null" if count is None else count,
+        batch.magic, batch.crc, _JSON_BOOL[batch.crc_valid], _name_json(batch.compression),
+        _name_json(batch.timestamp_type), batch.max_timestamp, batch.producer_id, batch.producer_epoch,
+        batch.base_sequence, batch.last_sequence, _JSON_BOOL[batch.is_transactional], _JSON_BOOL[batch.is_control],
+        batch.partition_leader_epoch, "null" if horizon is None else horizon)
+
+
 def record_lines(batch: Batch, records: list[Record], bytes_mode: str) -> list[str]:
-    """json_line(record_object(batch, r, None, bytes_mode)) for each record, from a template."""
-    head = '{"type":"record","file":%s,"batch_position":%d,' % (json_text(batch.path), batch.position)
-    template = head.replace("%", "%%") + _RECORD_FIELDS  # a file name may hold a '%'
+    """json_line(record_object(batch, r, None, bytes_mode)) for each record, from the file's template."""
+    template = _templates(batch.path)[1]
+    position = batch.position
     base64_only = bytes_mode == "base64"
     dumps, json_bytes = orjson.dumps, _json_bytes
     lines = []
@@ -223,7 +245,7 @@ def record_lines(batch: Batch, records: list[Record], bytes_mode: str) -> list[s
         key_text, key_encoding = json_bytes(key, base64_only)
         header_text = ",".join(_HEADER % (dumps(k.decode("utf-8", "replace")).decode(), *json_bytes(v, base64_only))
                                for k, v in headers) if headers else ""
-        line = template % (record.offset, record.timestamp, record.sequence, record.size,
+        line = template % (position, record.offset, record.timestamp, record.sequence, record.size,
                            -1 if key is None else len(key), -1 if value is None else len(value),
                            key_text, key_encoding, value_text, value_encoding, header_text)
         if record.legacy_magic is not None:
@@ -235,9 +257,10 @@ def record_lines(batch: Batch, records: list[Record], bytes_mode: str) -> list[s
 
 def lines(item, bytes_mode: str = "auto") -> list[str]:
     """The JSON lines for one dump item (json_line of each of `objects(item, bytes_mode)`)."""
-    if isinstance(item, d.BatchItem) and item.decoded is None:
-        out = [plain_json_line(batch_object(item.batch))]
+    if type(item) is d.BatchItem and item.decoded is None:
         if item.records:
-            out.extend(record_lines(item.batch, item.records, bytes_mode))
-        return out
+            out = record_lines(item.batch, item.records, bytes_mode)
+            out.insert(0, batch_line(item.batch))
+            return out
+        return [batch_line(item.batch)]
     return [json_line(obj) for obj in objects(item, bytes_mode)]
