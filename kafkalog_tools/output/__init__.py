@@ -45,10 +45,9 @@ class LineWriter:
         escape_undecodable(self.stream)
 
     def write_lines(self, lines: Iterable[str]) -> None:
-        write = self.stream.write
-        for line in lines:
-            write(line)
-            write("\n")
+        lines = lines if isinstance(lines, list) else list(lines)
+        if lines:  # one write per call: each write is a system call on an unbuffered stdout (python -u)
+            self.stream.write("\n".join(lines) + "\n")
 
     def write_json(self, objects: Iterable[dict]) -> None:
         self.write_lines(json_line(obj) for obj in objects)
