@@ -20,7 +20,8 @@ import functools
 import orjson
 
 from .. import dump as d
-from ..formats.batch import Batch, Record
+from ..codecs import name_of
+from ..formats.batch import TIMESTAMP_TYPES, Batch, Record
 from . import json_line
 
 
@@ -205,30 +206,28 @@ def _templates(path: str) -> tuple[str, str]:
             '{"type":"record","file":' + file + "," + _RECORD_FIELDS)
 
 
-@functools.lru_cache(maxsize=64)
-def _name_json(name: str) -> str:
-    """A compression or timestamp type name as a JSON string (a handful of names, encoded once)."""
-    return json_text(name)
+_COMPRESSION_JSON = {codec_id: json_text(name_of(codec_id)) for codec_id in range(8)}  # every 3-bit codec field
+_TIMESTAMP_TYPE_JSON = {name: json_text(name) for name in TIMESTAMP_TYPES.values()}
 
 
-def batch_line(batch: Batch) -> str:
-    """json_line(batch_object(batch)), from the file's template."""
+def batch_lines(batch: Batch, records: list[Record] | None, bytes_mode: str) -> list[str]:
+    """json_line(batch_object(batch)), then json_line(record_object(batch, r, None, bytes_mode)) for
+    each record, from the file's templates."""
+    batch_template, template = _templates(batch.path)
     count, horizon = batch.count, batch.delete_horizon_ms
-    return _templates(batch.path)[0] % (
+    lines = [batch_template % (
         batch.position, batch.size, batch.base_offset, batch.last_offset, "null" if count is None else count,
-        batch.magic, batch.crc, _JSON_BOOL[batch.crc_valid], _name_json(batch.compression),
-        _name_json(batch.timestamp_type), batch.max_timestamp, batch.producer_id, batch.producer_epoch,
-        batch.base_sequence, batch.last_sequence, _JSON_BOOL[batch.is_transactional], _JSON_BOOL[batch.is_control],
-        batch.partition_leader_epoch, "null" if horizon is None else horizon)
-
-
-def record_lines(batch: Batch, records: list[Record], bytes_mode: str) -> list[str]:
-    """json_line(record_object(batch, r, None, bytes_mode)) for each record, from the file's template."""
-    template = _templates(batch.path)[1]
+        batch.magic, batch.crc, _JSON_BOOL[batch.crc_valid],
+        _COMPRESSION_JSON.get(batch.compression_id) or json_text(batch.compression),
+        _TIMESTAMP_TYPE_JSON.get(batch.timestamp_type) or json_text(batch.timestamp_type), batch.max_timestamp,
+        batch.producer_id, batch.producer_epoch, batch.base_sequence, batch.last_sequence,
+        _JSON_BOOL[batch.is_transactional], _JSON_BOOL[batch.is_control], batch.partition_leader_epoch,
+        "null" if horizon is None else horizon)]
+    if not records:
+        return lines
     position = batch.position
     base64_only = bytes_mode == "base64"
     dumps, json_bytes = orjson.dumps, _json_bytes
-    lines = []
     append = lines.append
     for record in records:
         if record.control is not None:
@@ -242,7 +241,13 @@ def record_lines(batch: Batch, records: list[Record], bytes_mode: str) -> list[s
                 value_text, value_encoding = dumps(value.decode("utf-8")).decode(), '"utf8"'
             except UnicodeDecodeError:
                 value_text, value_encoding = json_bytes(value, True)
-        key_text, key_encoding = json_bytes(key, base64_only)
+        if key is None or base64_only:
+            key_text, key_encoding = json_bytes(key, base64_only)
+        else:  # inlined too
+            try:
+                key_text, key_encoding = dumps(key.decode("utf-8")).decode(), '"utf8"'
+            except UnicodeDecodeError:
+                key_text, key_encoding = json_bytes(key, True)
         header_text = ",".join(_HEADER % (dumps(k.decode("utf-8", "replace")).decode(), *json_bytes(v, base64_only))
                                for k, v in headers) if headers else ""
         line = template % (position, record.offset, record.timestamp, record.sequence, record.size,
@@ -258,9 +263,5 @@ def record_lines(batch: Batch, records: list[Record], bytes_mode: str) -> list[s
 def lines(item, bytes_mode: str = "auto") -> list[str]:
     """The JSON lines for one dump item (json_line of each of `objects(item, bytes_mode)`)."""
     if type(item) is d.BatchItem and item.decoded is None:
-        if item.records:
-            out = record_lines(item.batch, item.records, bytes_mode)
-            out.insert(0, batch_line(item.batch))
-            return out
-        return [batch_line(item.batch)]
+        return batch_lines(item.batch, item.records, bytes_mode)
     return [json_line(obj) for obj in objects(item, bytes_mode)]
