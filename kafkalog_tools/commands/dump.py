@@ -116,12 +116,16 @@ def command(paths, output_format, deep_iteration, print_data_log, skip_record_me
         from ..output.table import TableRenderer
 
         table = TableRenderer()
+    json_output, write_lines, batch_item = output_format == "json", writer.write_lines, d.BatchItem
     for item in d.dump(list(paths), options):
-        problem = _is_problem(item, max_bytes is not None)
+        if type(item) is batch_item:  # nearly every item: _is_problem's answer for a batch, inline
+            problem = not item.batch.crc_valid
+        else:
+            problem = _is_problem(item, max_bytes is not None)
+            unreadable += isinstance(item, d.Problem) and isinstance(item.error, InputError)
         problems += problem
-        unreadable += isinstance(item, d.Problem) and isinstance(item.error, InputError)
-        if output_format == "json":
-            writer.write_lines(jsonl.lines(item, bytes_mode))
+        if json_output:
+            write_lines(jsonl.lines(item, bytes_mode))
         elif isinstance(item, d.Problem):
             if table:
                 table.flush()
@@ -131,10 +135,9 @@ def command(paths, output_format, deep_iteration, print_data_log, skip_record_me
         elif table:
             table.add(item)
         else:
-            writer.write_lines(dumplog_text.lines(item, print_data=options.print_data,
-                                                  max_bytes_given=max_bytes is not None,
-                                                  skip_metadata=skip_record_metadata))
-        if isinstance(item, d.Trailing) and item.still_being_written and output_format != "json":
+            write_lines(dumplog_text.lines(item, print_data=options.print_data, max_bytes_given=max_bytes is not None,
+                                           skip_metadata=skip_record_metadata))
+        if not json_output and isinstance(item, d.Trailing) and item.still_being_written:
             click.echo(f"kafkalog: note: {item.path}: byte {item.position}: {item.size} bytes: {item.reason}", err=True)
         if problem and strict:
             sys.stdout.flush()
