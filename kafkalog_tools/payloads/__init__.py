@@ -7,6 +7,7 @@ topic a partition directory belongs to chooses the decoder unless the user names
 """
 from __future__ import annotations
 
+import functools
 import importlib
 from dataclasses import dataclass
 from typing import Callable
@@ -55,18 +56,16 @@ def register(decoder: PayloadDecoder) -> PayloadDecoder:
     return decoder
 
 
+@functools.cache
 def _load() -> None:
+    """Import every decoder module once. Not "when the registry is empty": a module imported on
+    its own (by a test, say) registers only itself."""
     for module in _MODULES:
-        try:
-            importlib.import_module(f"{__name__}.{module}")
-        except ModuleNotFoundError as exc:  # a decoder module not written yet is simply absent
-            if exc.name != f"{__name__}.{module}":
-                raise
+        importlib.import_module(f"{__name__}.{module}")
 
 
 def decoders() -> dict[str, PayloadDecoder]:
-    if not _REGISTRY:
-        _load()
+    _load()
     return dict(_REGISTRY)
 
 
