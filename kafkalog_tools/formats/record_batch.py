@@ -16,7 +16,6 @@ from dataclasses import dataclass
 
 from construct import (
     ConstructError,
-    GreedyBytes,
     Int8sb,
     Int16sb,
     Int32sb,
