@@ -19,6 +19,7 @@ starts - and says how much intact data follows.
 from __future__ import annotations
 
 import bisect
+import mmap
 import re
 import struct
 import zlib
@@ -31,11 +32,14 @@ from typing import Callable, Iterable, Iterator, Mapping, NamedTuple
 from .crc import crc32c
 from .errors import CorruptDataError, DecompressionError, InputError, KafkaLogError
 from .formats import checkpoint, producer_snapshot, properties
-from .formats.batch import INT32_MAX, Batch, Record
+from .formats.batch import INT32_MAX, Batch, Record, increment_sequence, java_long
 from .formats.index_file import IndexFile
 from .formats.logdir import LOCAL, LocalFiles, LogDir, PartitionDir, Segment, classify
+from .formats import bulk_scan
+from .formats.bulk_scan import (ATTRIBUTES, BASE_OFFSET, BASE_SEQUENCE, LAST_OFFSET_DELTA, LEADER_EPOCH,
+                                MAX_TIMESTAMP, POSITION, PRODUCER_EPOCH, PRODUCER_ID, RECORDS_COUNT, SIZE)
 from .formats.offset_index import OffsetIndex
-from .formats.record_batch import skim_records
+from .formats.record_batch import ATTR_CONTROL, ATTR_TRANSACTIONAL, parse_batch, skim_records
 from .formats.segment import LOG_OVERHEAD, MAGIC_OFFSET, BadEntry, SegmentFile, Stop
 from .formats.segment import all_zero as _all_zero, next_non_zero as _next_non_zero
 from .formats.time_index import TimeIndex
@@ -528,12 +532,61 @@ class _SegmentReplay:
         self.last_offset: int | None = None
         """Of the segment's last intact batch."""
 
-    def batch(self, facts: "BatchFacts") -> None:
+    def batch(self, facts: "BatchFacts | FactsRun") -> None:
+        if type(facts) is FactsRun:
+            self._run(facts)
+            return
         if not self.count:
             self.first_base_offset = facts.base_offset
         self.check._replay(facts, self.count, self.found, self.aborted, self.abort_markers)
         self.count += 1
         self.last_offset = facts.last_offset
+
+    def _run(self, run: "FactsRun") -> None:
+        """A run of clean V2 batches at once, when `_replay` would find nothing in it and only
+        note new leader epochs; otherwise batch by batch."""
+        import numpy as np
+
+        check = self.check
+        columns = run.columns
+        base = columns[BASE_OFFSET]
+        last = base + columns[LAST_OFFSET_DELTA]
+        if check.pending_snapshots or (columns[PRODUCER_ID] >= 0).any():
+            return self._one_by_one(run)  # producer state moves
+        before = np.empty_like(last)  # each batch's previous last offset (they only increase in a clean run)
+        before[1:] = np.maximum.accumulate(last)[:-1]
+        if check.last_offset is None:
+            before[0] = last[0]  # nothing to follow
+            if (base[1:] <= before[1:]).any():
+                return self._one_by_one(run)  # offset-not-increasing
+        else:
+            before[0] = check.last_offset
+            np.maximum(before, check.last_offset, out=before)
+            if (base <= before).any():
+                return self._one_by_one(run)
+        epochs = columns[LEADER_EPOCH]
+        has_epoch = np.flatnonzero(epochs >= 0)
+        if len(has_epoch):
+            ordered = epochs[has_epoch]
+            highest = np.maximum.accumulate(ordered)
+            previous = np.empty_like(highest)
+            previous[1:] = highest[:-1]
+            previous[0] = check.epochs[-1][0] if check.epochs else -1
+            if (ordered < previous).any():
+                return self._one_by_one(run)  # leader-epoch-decreased
+            for row in has_epoch[ordered > previous].tolist():  # a new epoch starts
+                prior = None if row == 0 and check.last_offset is None else int(before[row])
+                check.epochs.append((int(epochs[row]), int(base[row]), prior))
+        if check.last_offset is None or int(last[-1]) > check.last_offset:
+            check.last_offset = int(last[-1])
+        if not self.count:
+            self.first_base_offset = int(base[0])
+        self.count += len(base)
+        self.last_offset = int(last[-1])
+
+    def _one_by_one(self, run: "FactsRun") -> None:
+        for facts in run.rows():
+            self.batch(facts)
 
 
 @dataclass
@@ -612,6 +665,28 @@ class BatchFacts(NamedTuple):
         return self.marker or []
 
 
+class FactsRun:
+    """The facts of consecutive clean V2 batches, as stage 1's bulk scan read them: columns
+    (`bulk_scan.COLUMNS`) rather than one `BatchFacts` each. None is a control batch."""
+
+    def __init__(self, path: str, columns):
+        self.path = path
+        self.columns = columns
+
+    def rows(self) -> Iterator[BatchFacts]:
+        path = self.path
+        for (position, base, delta, epoch, attributes, max_timestamp, producer_id, producer_epoch,
+             base_sequence) in zip(*self.columns[[POSITION, BASE_OFFSET, LAST_OFFSET_DELTA, LEADER_EPOCH, ATTRIBUTES,
+                                                  MAX_TIMESTAMP, PRODUCER_ID, PRODUCER_EPOCH, BASE_SEQUENCE]].tolist()):
+            if base_sequence < 0:
+                last_sequence = -1
+            else:
+                last_sequence = increment_sequence(base_sequence, delta)
+            yield BatchFacts(path, position, base, java_long(base + delta), 2, epoch, producer_id, producer_epoch,
+                             base_sequence, last_sequence, bool(attributes & ATTR_TRANSACTIONAL),
+                             bool(attributes & ATTR_CONTROL), max_timestamp, None)
+
+
 @dataclass
 class SegmentReport:
     """Stage 1 of one segment: what its own files say, and the facts stage 2 carries across
@@ -623,7 +698,7 @@ class SegmentReport:
     opened: bool = True
     log_findings: list[tuple[tuple[int, int, int], Finding]] = field(default_factory=list)
     """The .log's findings keyed (position, batch ordinal, rank), to merge with stage 2's."""
-    batches: list[BatchFacts] = field(default_factory=list)
+    batches: list[BatchFacts | FactsRun] = field(default_factory=list)
     """Every intact batch, in file order (empty when they were handed to a consumer instead)."""
     index_findings: list[Finding] = field(default_factory=list)
     """The .index's and the .timeindex's."""
@@ -632,7 +707,7 @@ class SegmentReport:
     """What the .txnindex says on its own; stage 2 compares its entries with the ABORT markers."""
 
 
-BatchConsumer = Callable[[BatchFacts], None]
+BatchConsumer = Callable[[BatchFacts | FactsRun], None]
 
 
 def check_segment(segment: Segment, is_active: bool, deep: bool = True,
@@ -681,6 +756,18 @@ class _BatchTable:
         if batch.max_timestamp > self.max_timestamp:
             self.max_timestamp = batch.max_timestamp
         self.prefix_max_timestamps.append(self.max_timestamp)
+
+    def extend(self, positions, sizes, base_offsets, last_offsets, max_timestamps) -> None:
+        """`add` for many batches, from numpy columns."""
+        import numpy as np
+
+        self.positions.frombytes(positions.tobytes())
+        self.base_offsets.frombytes(base_offsets.tobytes())
+        self.last_offsets.frombytes(last_offsets.tobytes())
+        prefix = np.maximum.accumulate(np.maximum(max_timestamps, self.max_timestamp))
+        self.prefix_max_timestamps.frombytes(prefix.tobytes())
+        self.max_timestamp = int(prefix[-1])
+        self.end = int(positions[-1] + sizes[-1])
 
     def __len__(self) -> int:
         return len(self.positions)
@@ -731,11 +818,13 @@ class _LogScan:
         """Largest last offset of this segment's intact batches so far."""
         self.is_active = False
         """The partition's last segment: a broker may be appending to it as we read."""
+        self.bulk = _BulkScan(self) if bulk_scan.wanted(log.buffer, log.end, deep) else None
 
     def run(self) -> None:
         position: int | None = 0
         while position is not None:
             position = self._walk_from(position)
+        self.bulk = None  # its numpy view pins the map
         after = (_RANK_AFTER, self.counts.batches)  # found after every batch, as one pass finds them
         findings = self.report.log_findings
         for damage in self.damage:
@@ -751,11 +840,21 @@ class _LogScan:
 
     def _walk_from(self, position: int) -> int | None:
         """Read batches from `position`; return where to continue after damage, or None at the end."""
-        log = self.log
-        for entry in log.entries(position):
-            if isinstance(entry, BadEntry) or not entry.crc_valid:
-                return self._entry_damage(entry)
-            self._accept(entry)
+        log, bulk = self.log, self.bulk
+        while True:
+            if bulk is not None:
+                position = bulk.accept_from(position)
+            taken = 0
+            for entry in log.entries(position):
+                if isinstance(entry, BadEntry) or not entry.crc_valid:
+                    return self._entry_damage(entry)
+                self._accept(entry)
+                taken += 1
+                if bulk is not None and taken == bulk.then_one_by_one:
+                    position = entry.end
+                    break
+            else:
+                break
         if log.stop is Stop.END:
             return None
         start = log.stop_position
@@ -861,6 +960,32 @@ class _LogScan:
                 self.on_progress(end - self.reported)
                 self.reported = end
 
+    def accept_clean(self, columns) -> None:
+        """`_accept` for a run of batches the bulk scan vouched for, in which it would find nothing."""
+        counts = self.counts
+        positions, sizes, base = columns[POSITION], columns[SIZE], columns[BASE_OFFSET]
+        last = base + columns[LAST_OFFSET_DELTA]
+        if self.deep:
+            counts.records += int(columns[RECORDS_COUNT].sum())
+        self.on_batch(FactsRun(self.log.path, columns))
+        self.table.extend(positions, sizes, base, last, columns[MAX_TIMESTAMP])
+        largest = int(last.max())
+        if self.last_offset is None or largest > self.last_offset:
+            self.last_offset = largest
+        counts.batches += len(positions)
+        size = int(sizes.sum())
+        counts.intact_bytes += size
+        if self.damage:
+            latest = self.damage[-1]
+            latest.intact_bytes += size
+            latest.intact_batches += len(positions)
+            latest.offsets = [latest.offsets[0] if latest.offsets else int(base[0]), int(last[-1])]
+        if self.on_progress is not None:
+            end = int(positions[-1] + sizes[-1])
+            if end - self.reported >= PROGRESS_STEP:
+                self.on_progress(end - self.reported)
+                self.reported = end
+
     # -- resynchronisation -----------------------------------------------------------------------
 
     def _plausible_batch_at(self, position: int) -> bool:
@@ -904,6 +1029,74 @@ class _LogScan:
                 return position
             position += 1
         return None
+
+
+class _BulkScan:
+    """Stage 1 over runs of clean V2 batches, read by the compiled `bulk_scan` kernel. A batch
+    that `_accept` could report on (offsets outside the segment, records the kernel did not walk, a
+    control batch) goes through `_accept` itself, in order; the kernel stops before anything else
+    and `_walk_from`'s per-batch path takes it from there."""
+
+    STEP = 8 << 20
+    """Bytes per kernel call: the pages behind are then released, as `SegmentFile.entries` does."""
+
+    def __init__(self, scan: _LogScan):
+        self.scan = scan
+        self.kernel = bulk_scan.kernel()
+        self.view = self.kernel.view(scan.log.buffer)
+        self.columns = self.kernel.columns()
+        self.released = 0
+        self.then_one_by_one = 1
+        """Entries the per-batch path takes before trying the kernel again: doubles while the
+        kernel reads nothing (a legacy segment), back to 1 once it reads again."""
+
+    def accept_from(self, position: int) -> int:
+        """Accept what the kernel vouches for from `position`; return where it stopped."""
+        scan, log = self.scan, self.scan.log
+        segment_base, end = scan.segment.base_offset, log.end
+        lowest, highest = segment_base, segment_base + INT32_MAX
+        start = position
+        while position < end:
+            limit = min(end, position + self.STEP)
+            n, after = self.kernel.scan(self.view, position, limit, end, scan.deep, self.columns)
+            if n:
+                self._accept(self.columns[:, :n].copy(), lowest, highest)
+                self._release(after)
+            if after < limit and n < self.columns.shape[1]:
+                position = after
+                break
+            position = after
+        if position == start:
+            self.then_one_by_one = min(self.then_one_by_one * 2, 4096)
+        else:
+            self.then_one_by_one = 1
+        return position
+
+    def _accept(self, columns, lowest: int, highest: int) -> None:
+        import numpy as np
+
+        scan = self.scan
+        base = columns[BASE_OFFSET]
+        last = base + columns[LAST_OFFSET_DELTA]
+        one_by_one = (base < lowest) | (last < lowest) | (last > highest) | (columns[ATTRIBUTES] & ATTR_CONTROL != 0)
+        if scan.deep:
+            one_by_one |= columns[bulk_scan.CHECKED] == 0
+        start = 0
+        log = scan.log
+        for row in np.flatnonzero(one_by_one).tolist():
+            if row > start:
+                scan.accept_clean(columns[:, start:row])
+            scan._accept(parse_batch(log.buffer, int(columns[POSITION, row]), log.path, log.decompress_limit))
+            start = row + 1
+        if start < columns.shape[1]:
+            scan.accept_clean(columns[:, start:])
+
+    def _release(self, position: int) -> None:
+        buffer = self.scan.log.buffer
+        behind = position - position % mmap.PAGESIZE
+        if behind > self.released and hasattr(mmap, "MADV_DONTNEED"):
+            buffer.madvise(mmap.MADV_DONTNEED, self.released, behind - self.released)
+            self.released = behind
 
 
 def _epoch_start_compacted(recorded_start: int, first_in_log: int, previous_last_offset: int | None) -> bool:

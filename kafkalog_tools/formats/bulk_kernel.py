@@ -1,0 +1,241 @@
+"""The compiled half of `bulk_scan`: numba functions, imported only when a bulk scan is wanted
+(importing numba costs ~0.3 s). Module-level functions, so numba caches their machine code on disk.
+
+CRC-32C uses the CPU's instruction (SSE4.2) where there is one, as the `crc32c` package does, and
+slicing-by-8 tables elsewhere; tests check both against the package.
+"""
+from __future__ import annotations
+
+import os
+
+import numpy as np
+from llvmlite import binding, ir
+from numba import njit, types
+from numba.core import cgutils
+from numba.extending import intrinsic
+
+from .bulk_scan import (ATTRIBUTES, BASE_OFFSET, BASE_SEQUENCE, CHECKED, FIELD_AT, LAST_OFFSET_DELTA,
+                        LEADER_EPOCH, MAX_TIMESTAMP, POSITION, PRODUCER_EPOCH, PRODUCER_ID, RECORDS_COUNT, SIZE)
+from .record_batch import ATTR_CODEC, ATTR_CONTROL, ATTR_LOG_APPEND_TIME, HEADER_SIZE
+
+HARDWARE_CRC = binding.get_process_triple().startswith("x86_64") and \
+    bool(binding.get_host_cpu_features().get("sse4.2", False))
+
+# Inside a zip (Spark's addPyFile) numba has nowhere to cache: it compiles once per process.
+_jit = njit(nogil=True, cache=os.path.isfile(__file__))
+
+
+@intrinsic
+def _crc_u64(typingctx, crc, word):
+    def codegen(context, builder, signature, args):
+        fn = cgutils.get_or_insert_function(
+            builder.module, ir.FunctionType(ir.IntType(64), [ir.IntType(64)] * 2), "llvm.x86.sse42.crc32.64.64")
+        return builder.call(fn, args)
+    return types.uint64(types.uint64, types.uint64), codegen
+
+
+@intrinsic
+def _crc_u8(typingctx, crc, byte):
+    def codegen(context, builder, signature, args):
+        fn = cgutils.get_or_insert_function(
+            builder.module, ir.FunctionType(ir.IntType(32), [ir.IntType(32), ir.IntType(8)]), "llvm.x86.sse42.crc32.32.8")
+        return builder.call(fn, args)
+    return types.uint32(types.uint32, types.uint8), codegen
+
+
+def _slicing_tables() -> np.ndarray:
+    table = np.zeros((8, 256), dtype=np.uint32)
+    for n in range(256):
+        c = n
+        for _ in range(8):
+            c = (c >> 1) ^ (0x82F63B78 if c & 1 else 0)  # CRC-32C's reflected polynomial
+        table[0, n] = c
+    for k in range(1, 8):
+        for n in range(256):
+            table[k, n] = (table[k - 1, n] >> 8) ^ table[0, table[k - 1, n] & 0xFF]
+    return table
+
+
+_TABLES = _slicing_tables()
+
+
+@_jit
+def crc32c_hardware(buf, start, end):
+    crc = np.uint64(0xFFFFFFFF)
+    words_end = start + ((end - start) & ~7)
+    for word in buf[start:words_end].view(np.uint64):
+        crc = _crc_u64(crc, word)
+    small = np.uint32(crc)
+    for i in range(words_end, end):
+        small = _crc_u8(small, buf[i])
+    return small ^ np.uint32(0xFFFFFFFF)
+
+
+@_jit
+def crc32c_software(buf, start, end):
+    table = _TABLES
+    crc = np.uint32(0xFFFFFFFF)
+    i = start
+    while i + 8 <= end:
+        low = crc ^ (np.uint32(buf[i]) | np.uint32(buf[i + 1]) << 8 | np.uint32(buf[i + 2]) << 16
+                     | np.uint32(buf[i + 3]) << 24)
+        crc = (table[7, low & 0xFF] ^ table[6, (low >> 8) & 0xFF] ^ table[5, (low >> 16) & 0xFF]
+               ^ table[4, low >> 24] ^ table[3, buf[i + 4]] ^ table[2, buf[i + 5]]
+               ^ table[1, buf[i + 6]] ^ table[0, buf[i + 7]])
+        i += 8
+    while i < end:
+        crc = table[0, (crc ^ buf[i]) & 0xFF] ^ (crc >> 8)
+        i += 1
+    return crc ^ np.uint32(0xFFFFFFFF)
+
+
+crc32c = crc32c_hardware if HARDWARE_CRC else crc32c_software
+
+
+@_jit
+def _be(buf, at, width):
+    """Big-endian unsigned; eight bytes wrap into an int64's sign by themselves, as Java's long."""
+    value = np.int64(0)
+    for i in range(width):
+        value = (value << 8) | np.int64(buf[at + i])
+    return value
+
+
+@_jit
+def _signed(value, bits):
+    return value - (np.int64(1) << bits) if value >= (np.int64(1) << (bits - 1)) else value
+
+
+@_jit
+def _varint(buf, pos, end, max_bytes):
+    """(zigzag value, next position), the position -1 when the varint runs past `end` or is longer
+    than `max_bytes`. Five bytes keep 32 bits, as `record_batch._varint(bits=32)` does; longs stop
+    at nine bytes (63 bits fit an int64) and longer ones go to the per-batch path."""
+    value = np.int64(0)
+    shift = 0
+    for _ in range(max_bytes):
+        if pos >= end:
+            return np.int64(0), -1
+        byte = np.int64(buf[pos])
+        pos += 1
+        value |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            if max_bytes == 5:
+                value &= 0xFFFFFFFF
+            return (value >> 1) ^ -(value & 1), pos
+        shift += 7
+    return np.int64(0), -1
+
+
+_LONG_MAX = np.int64(0x7FFFFFFFFFFFFFFF)
+_LONG_MIN = -_LONG_MAX - 1
+
+
+@_jit
+def records_agree(buf, start, end, count, last_delta, base_timestamp, max_timestamp, log_append_time):
+    """`skim_records` over an uncompressed records section, then `_record_findings`' max-timestamp
+    check: True only when both would pass. Stricter where convenient; never laxer."""
+    pos = start
+    previous_delta = -1
+    largest = _LONG_MIN
+    for _ in range(count):
+        length, pos = _varint(buf, pos, end, 5)
+        if pos < 0 or length < 1 or pos + length > end:
+            return False
+        record_end = pos + length
+        pos += 1  # attributes
+        timestamp_delta, pos = _varint(buf, pos, record_end, 9)
+        if pos < 0:
+            return False
+        offset_delta, pos = _varint(buf, pos, record_end, 5)
+        if pos < 0 or not previous_delta < offset_delta <= last_delta:
+            return False
+        previous_delta = offset_delta
+        if timestamp_delta > largest:
+            largest = timestamp_delta
+        for _ in range(2):  # key, value
+            size, pos = _varint(buf, pos, record_end, 5)
+            if pos < 0 or size < -1:
+                return False
+            if size > 0:
+                pos += size
+        headers, pos = _varint(buf, pos, record_end, 5)
+        if pos < 0 or not 0 <= headers <= record_end - pos:
+            return False
+        for _ in range(headers):
+            size, pos = _varint(buf, pos, record_end, 5)
+            if pos < 0 or size < 0:
+                return False
+            pos += size
+            size, pos = _varint(buf, pos, record_end, 5)
+            if pos < 0 or size < -1:
+                return False
+            if size > 0:
+                pos += size
+        if pos != record_end:
+            return False
+    if pos != end:
+        return False
+    if count == 0 or log_append_time:
+        return True
+    # past Long.MAX the sum wraps here but not in Python: leave such a batch to the per-batch path
+    if (largest > 0 and base_timestamp > _LONG_MAX - largest) or (largest < 0 and base_timestamp < _LONG_MIN - largest):
+        return False
+    return base_timestamp + largest == max_timestamp
+
+
+_LENGTH_AT = FIELD_AT["batch_length"]
+_EPOCH_AT = FIELD_AT["partition_leader_epoch"]
+_MAGIC_AT = FIELD_AT["magic"]
+_CRC_AT = FIELD_AT["crc"]
+_ATTRIBUTES_AT = FIELD_AT["attributes"]
+_DELTA_AT = FIELD_AT["last_offset_delta"]
+_BASE_TS_AT = FIELD_AT["base_timestamp"]
+_MAX_TS_AT = FIELD_AT["max_timestamp"]
+_PID_AT = FIELD_AT["producer_id"]
+_PEPOCH_AT = FIELD_AT["producer_epoch"]
+_SEQ_AT = FIELD_AT["base_sequence"]
+_COUNT_AT = FIELD_AT["records_count"]
+_OVERHEAD = FIELD_AT["partition_leader_epoch"]  # offset and length: LOG_OVERHEAD
+_HEADER_SIZE = HEADER_SIZE
+
+
+@_jit
+def scan(buf, start, limit, end, deep, columns):
+    """Clean V2 batches from `start`, while they start before `limit` and fit before `end`, into
+    `columns` [len(COLUMNS), capacity]. Returns (batches read, where the next entry starts).
+    Stops before anything `SegmentFile.entries` would not yield as a V2 batch with a valid CRC."""
+    capacity = columns.shape[1]
+    pos = start
+    n = 0
+    while pos < limit and n < capacity and pos < end - 17:
+        size = _signed(_be(buf, pos + _LENGTH_AT, 4), 32)
+        if size < _HEADER_SIZE - _OVERHEAD or pos > end - _OVERHEAD - size or buf[pos + _MAGIC_AT] != 2:
+            break
+        batch_end = pos + _OVERHEAD + size
+        if crc32c(buf, pos + _ATTRIBUTES_AT, batch_end) != _be(buf, pos + _CRC_AT, 4):
+            break
+        attributes = np.int64(buf[pos + _ATTRIBUTES_AT + 1])  # (byte) of the int16, as Kafka reads it
+        last_delta = _signed(_be(buf, pos + _DELTA_AT, 4), 32)
+        count = _signed(_be(buf, pos + _COUNT_AT, 4), 32)
+        max_timestamp = _be(buf, pos + _MAX_TS_AT, 8)
+        checked = 0
+        if deep and attributes & ATTR_CODEC == 0 and attributes & ATTR_CONTROL == 0 and count >= 0:
+            if records_agree(buf, pos + _HEADER_SIZE, batch_end, count, last_delta, _be(buf, pos + _BASE_TS_AT, 8),
+                             max_timestamp, attributes & ATTR_LOG_APPEND_TIME != 0):
+                checked = 1
+        columns[POSITION, n] = pos
+        columns[SIZE, n] = _OVERHEAD + size
+        columns[BASE_OFFSET, n] = _be(buf, pos, 8)
+        columns[LAST_OFFSET_DELTA, n] = last_delta
+        columns[LEADER_EPOCH, n] = _signed(_be(buf, pos + _EPOCH_AT, 4), 32)
+        columns[ATTRIBUTES, n] = attributes
+        columns[MAX_TIMESTAMP, n] = max_timestamp
+        columns[PRODUCER_ID, n] = _be(buf, pos + _PID_AT, 8)
+        columns[PRODUCER_EPOCH, n] = _signed(_be(buf, pos + _PEPOCH_AT, 2), 16)
+        columns[BASE_SEQUENCE, n] = _signed(_be(buf, pos + _SEQ_AT, 4), 32)
+        columns[RECORDS_COUNT, n] = count
+        columns[CHECKED, n] = checked
+        n += 1
+        pos = batch_end
+    return n, pos

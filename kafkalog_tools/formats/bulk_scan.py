@@ -1,0 +1,115 @@
+"""Runs of clean V2 record batches, read in bulk by compiled code into columns.
+
+On small batches the per-batch path (`SegmentFile.entries` + `parse_batch`) costs ~6 µs of
+interpreter work per batch, whatever the batch holds; a C reader needs ~1.4 µs. Here one loop,
+compiled by numba, walks the batches of a byte range: it reads each 61-byte header, checks its
+CRC-32C and, for a deep check, walks the records of an uncompressed batch as `skim_records` does.
+The header fields land in one int64 column each (`COLUMNS`).
+
+It only ever vouches for batches. It stops before the first entry it cannot vouch for (not magic
+2, a size out of bounds, a CRC mismatch, the end of the range), and marks a batch whose records it
+did not or could not walk. The per-batch path takes those over and owns every finding, so the two
+paths cannot disagree on what is wrong: this one only says less, sooner.
+
+numba is optional: without it (or with KAFKALOG_BULK=never) callers take the per-batch path. Its
+import and the cached machine code cost ~0.5 s, so `auto` uses it only where it pays. The field
+offsets come from `BATCH_HEADER`, the schema in record_batch.py.
+"""
+from __future__ import annotations
+
+import functools
+import os
+
+from ..schema import struct_fields
+from .record_batch import ATTR_CODEC, BATCH_HEADER, HEADER_SIZE, LOG_OVERHEAD
+
+MODE_VARIABLE = "KAFKALOG_BULK"
+"""`auto` (default): the compiled scan where it pays (see `wanted`); `always`; `never`."""
+CAPACITY = 1 << 16
+"""Batches per call; the caller also bounds each call's byte range."""
+
+COLUMNS = ("position", "size", "base_offset", "last_offset_delta", "partition_leader_epoch", "attributes",
+           "max_timestamp", "producer_id", "producer_epoch", "base_sequence", "records_count", "checked")
+"""`checked` (deep scans): 1 when the records were walked and agree with the header (count, offset
+deltas, max timestamp); 0 when the per-batch path must read them (compressed, control, or odd)."""
+(POSITION, SIZE, BASE_OFFSET, LAST_OFFSET_DELTA, LEADER_EPOCH, ATTRIBUTES, MAX_TIMESTAMP, PRODUCER_ID,
+ PRODUCER_EPOCH, BASE_SEQUENCE, RECORDS_COUNT, CHECKED) = range(len(COLUMNS))
+
+
+def _field_offsets() -> dict[str, int]:
+    """Where each header field starts, from the schema."""
+    offsets, at = {}, 0
+    for name, field in struct_fields(BATCH_HEADER):
+        offsets[name] = at
+        at += field.sizeof()
+    return offsets
+
+
+FIELD_AT = _field_offsets()
+
+
+def mode() -> str:
+    value = os.environ.get(MODE_VARIABLE, "auto").strip().lower()
+    return value if value in ("auto", "always", "never") else "auto"
+
+
+PER_BATCH_SECONDS = 6e-6
+PER_RECORD_SECONDS = 1.5e-6
+"""What the per-batch path costs (measured: bench/RESULTS.md), for `auto` to weigh against LOAD_SECONDS."""
+LOAD_SECONDS = 0.5
+"""Importing numba and loading the cached kernel: ~0.3 s and ~0.2 s here."""
+_avoided = 0.0
+"""Estimated per-batch seconds `auto` chose so far in this process: once that would have paid for
+the load, the kernel is loaded (a ski-rental rule: never worse than twice the better choice)."""
+
+
+def wanted(buffer, end: int, deep: bool) -> bool:
+    """Whether to scan this segment's bytes in bulk. `auto` estimates the per-batch cost from the
+    first batch's size and record count (V2 only) and loads the kernel once it pays."""
+    global _avoided
+    chosen = mode()
+    if chosen == "never" or end < HEADER_SIZE:
+        return False
+    if chosen == "auto":
+        if buffer[FIELD_AT["magic"]] != 2:
+            return False
+        size = LOG_OVERHEAD + int.from_bytes(buffer[FIELD_AT["batch_length"]:FIELD_AT["batch_length"] + 4], "big")
+        count = int.from_bytes(buffer[FIELD_AT["records_count"]:FIELD_AT["records_count"] + 4], "big", signed=True)
+        uncompressed = buffer[FIELD_AT["attributes"] + 1] & ATTR_CODEC == 0
+        batches = end / max(size, HEADER_SIZE)
+        seconds = batches * PER_BATCH_SECONDS + (batches * max(count, 0) * PER_RECORD_SECONDS
+                                                 if deep and uncompressed else 0.0)
+        if kernel.cache_info().currsize == 0 and _avoided + seconds < LOAD_SECONDS:
+            _avoided += seconds
+            return False
+    return kernel() is not None
+
+
+@functools.cache
+def kernel():
+    """The compiled scan, or None without numba. Compiled on first use and cached on disk."""
+    try:
+        from . import bulk_kernel
+    except ImportError:
+        return None
+    return Kernel(bulk_kernel.scan)
+
+
+class Kernel:
+    """The compiled scan, and the numpy arrays it reads and fills."""
+
+    def __init__(self, scan):
+        self.scan = scan
+
+    @staticmethod
+    def columns(capacity: int = CAPACITY):
+        import numpy as np
+
+        return np.empty((len(COLUMNS), capacity), dtype=np.int64)
+
+    @staticmethod
+    def view(buffer):
+        """The segment's bytes as a numpy array, without a copy."""
+        import numpy as np
+
+        return np.frombuffer(buffer, dtype=np.uint8)

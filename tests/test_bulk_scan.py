@@ -1,0 +1,234 @@
+"""The compiled bulk scan (`formats/bulk_scan.py`) against the per-batch path it stands in for.
+
+The kernel only vouches for batches; the per-batch path owns every finding. So the test that
+matters is the whole of verify run both ways (KAFKALOG_BULK=never and =always) over the corpus,
+seeded damaged copies of it, and generated segments full of what a run must hand back batch by
+batch: producer ids, control batches, falling leader epochs, offsets that go backwards or leave the
+segment, records that lie about their count or timestamps under a valid CRC, every codec.
+"""
+from __future__ import annotations
+
+import os
+import random
+import struct
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from kafkalog_tools import codecs
+from kafkalog_tools.crc import crc32c
+from kafkalog_tools.formats import bulk_scan
+from kafkalog_tools.formats.record_batch import ATTR_LOG_APPEND_TIME, build_batch, build_record, parse_batch, skim_records
+from kafkalog_tools.formats.segment import SegmentFile
+from kafkalog_tools.verify import Verification
+from tests.conftest import GOLDEN, ROOT, need
+from tests.damage import corpus_paths, damaged_copies
+
+pytest.importorskip("numba", reason="the bulk scan needs numba (an install requirement)")
+KERNEL = bulk_scan.kernel()
+
+
+def verify_both_ways(monkeypatch, paths: list[str], deep: bool) -> list[dict]:
+    outcomes = []
+    for mode in ("never", "always"):
+        monkeypatch.setenv(bulk_scan.MODE_VARIABLE, mode)
+        run = Verification(paths, deep=deep)
+        outcomes.append(([f.to_json() for f in run], run.summary, run.target_summaries))
+    assert outcomes[1][0] == outcomes[0][0]
+    assert outcomes[1][1:] == outcomes[0][1:]
+    return outcomes[0][0]
+
+
+@pytest.mark.parametrize("deep", [True, False], ids=["deep", "shallow"])
+def test_verify_in_bulk_equals_batch_by_batch_on_the_corpus(monkeypatch, deep):
+    paths = corpus_paths() + [str(ROOT / "fixtures" / "example-logdir")]
+    findings = verify_both_ways(monkeypatch, paths, deep)
+    assert len(findings) > 100
+
+
+def test_verify_in_bulk_equals_batch_by_batch_on_damaged_copies(monkeypatch, tmp_path):
+    findings = verify_both_ways(monkeypatch, damaged_copies(tmp_path), deep=True)
+    assert {"crc-mismatch", "segment-overlap", "offset-not-increasing"} <= {f["code"] for f in findings}
+
+
+# ---------------------------------------------------------------------------------------------
+# Generated segments: everything a clean run must hand back to the per-batch path
+# ---------------------------------------------------------------------------------------------
+
+
+def _records(rng: random.Random, count: int, spread: bool) -> list[bytes]:
+    records = []
+    for i in range(count):
+        headers = [(f"h{j}".encode(), rng.choice([None, b"", b"v" * rng.randrange(200)])) for j in range(rng.randrange(3))]
+        key = rng.choice([None, b"", b"k" * rng.randrange(1, 300)])
+        value = rng.choice([None, b"", b"x" * rng.randrange(1, 20000)])
+        delta = i * (2 if spread else 1)
+        records.append(build_record(delta, rng.randrange(-5, 5000) if rng.random() < 0.9 else -(1 << 40), key, value,
+                                    headers))
+    return records
+
+
+def _control(kind: int) -> bytes:
+    return build_record(0, 0, struct.pack(">hh", 0, kind), struct.pack(">hi", 0, 7))
+
+
+def _lie_in_records(batch: bytes, rng: random.Random) -> bytes:
+    """Change one byte after the header and fix the CRC: the header is intact, the records are not."""
+    if len(batch) <= 62:
+        return batch
+    data = bytearray(batch)
+    at = rng.randrange(61, len(data))
+    data[at] = rng.choice([0x00, 0x01, 0x7F, 0x80, 0xFF, data[at] ^ 0x02])
+    data[17:21] = crc32c(memoryview(data)[21:]).to_bytes(4, "big")
+    return bytes(data)
+
+
+def generated_segment(rng: random.Random, base: int) -> bytes:
+    out = []
+    offset, epoch, sequence = base, rng.randrange(3), 0
+    producer = rng.choice([-1, -1, 1000 + rng.randrange(3)])
+    for _ in range(rng.randrange(1, 60)):
+        roll = rng.random()
+        count = rng.randrange(0, 6)
+        spread = rng.random() < 0.2
+        last_delta = max(0, (count - 1) * (2 if spread else 1))
+        attributes = ATTR_LOG_APPEND_TIME if rng.random() < 0.1 else 0
+        codec = rng.choice(["none", "none", "none", "lz4", "gzip", "zstd", "snappy"])
+        records = _records(rng, count, spread)
+        max_ts = 1_700_000_000_000 + 4999 if rng.random() < 0.3 else -1
+        kwargs = dict(base_timestamp=1_700_000_000_000, max_timestamp=max_ts, compression_id=codecs.IDS[codec],
+                      attributes=attributes, partition_leader_epoch=epoch, last_offset_delta=last_delta)
+        if producer >= 0 and rng.random() < 0.8:
+            kwargs.update(producer_id=producer, producer_epoch=0, base_sequence=sequence)
+            sequence += last_delta + 1
+        if roll < 0.05 and producer >= 0:  # a transaction marker
+            records, kwargs["attributes"] = [_control(rng.randrange(2))], 0x30
+            kwargs.update(compression_id=0, last_offset_delta=0, producer_id=producer, producer_epoch=0, base_sequence=-1)
+            last_delta = 0
+        batch = build_batch(offset, records, **kwargs)
+        if roll > 0.93:
+            batch = _lie_in_records(batch, rng)
+        out.append(batch)
+        step = last_delta + 1
+        if 0.05 < roll < 0.08:
+            step = -rng.randrange(0, 3)  # offsets go back
+        elif 0.08 < roll < 0.1:
+            step += 1 << 32  # out of the segment's reach
+        offset += step
+        if rng.random() < 0.1:
+            epoch += rng.choice([1, 1, -1])
+    return b"".join(out)
+
+
+def test_verify_in_bulk_equals_batch_by_batch_on_generated_segments(monkeypatch, tmp_path):
+    rng = random.Random(11)
+    paths = []
+    for number in range(40):
+        partition = tmp_path / f"gen-{number}"
+        partition.mkdir()
+        base = 0
+        for _ in range(rng.randrange(1, 4)):
+            data = generated_segment(rng, base)
+            (partition / f"{base:020d}.log").write_bytes(data)
+            base += 200
+        paths.append(str(partition))
+    findings = []
+    for deep in (True, False):
+        findings += verify_both_ways(monkeypatch, paths, deep)
+    codes = {f["code"] for f in findings}
+    assert {"record-corrupt", "offset-not-increasing", "offset-overflow", "leader-epoch-decreased",
+            "max-timestamp-mismatch"} <= codes, codes
+
+
+# ---------------------------------------------------------------------------------------------
+# The kernel itself
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("which", ["hardware", "software"])
+def test_crc32c_kernels_equal_the_crc32c_package(which):
+    from kafkalog_tools.formats import bulk_kernel
+
+    if which == "hardware" and not bulk_kernel.HARDWARE_CRC:
+        pytest.skip("this CPU has no CRC-32C instruction")
+    function = bulk_kernel.crc32c_hardware if which == "hardware" else bulk_kernel.crc32c_software
+    rng = random.Random(3)
+    data = rng.randbytes(5000)
+    view = KERNEL.view(data)
+    for _ in range(300):
+        start = rng.randrange(len(data))
+        end = rng.randrange(start, min(len(data), start + rng.choice([20, 200, 5000])) + 1)
+        assert function(view, start, end) == crc32c(data[start:end])
+
+
+def golden_v2_logs() -> list[Path]:
+    return sorted(p for p in need(GOLDEN / "logs").rglob("*.log") if p.stat().st_size)
+
+
+def test_kernel_columns_are_what_parse_batch_reads():
+    checked = 0
+    for path in golden_v2_logs():
+        with SegmentFile(path) as log:
+            columns = KERNEL.columns()
+            n, stop = KERNEL.scan(KERNEL.view(log.buffer), 0, log.end, log.end, True, columns)
+            batches = list(log.entries(0))
+            assert n <= len(batches)
+            for row, batch in zip(range(n), batches):
+                assert batch.magic == 2 and batch.crc_valid
+                assert (columns[bulk_scan.POSITION, row], columns[bulk_scan.SIZE, row]) == (batch.position, batch.size)
+                assert columns[bulk_scan.BASE_OFFSET, row] + columns[bulk_scan.LAST_OFFSET_DELTA, row] == batch.last_offset
+                assert [columns[bulk_scan.COLUMNS.index(name), row] for name in (
+                    "base_offset", "partition_leader_epoch", "attributes", "max_timestamp", "producer_id",
+                    "producer_epoch", "base_sequence", "records_count")] == [
+                    batch.base_offset, batch.partition_leader_epoch, batch.attributes, batch.max_timestamp,
+                    batch.producer_id, batch.producer_epoch, batch.base_sequence, batch.count]
+                if columns[bulk_scan.CHECKED, row]:
+                    checked += 1
+                    assert skim_records(batch)[0] == batch.count
+            assert n == len(batches) or stop == batches[n].position
+    assert checked > 100  # every uncompressed batch that is not a control batch
+
+
+def test_checked_means_the_records_skim_and_agree_with_the_header():
+    rng = random.Random(2)
+    checked = refused = 0
+    for _ in range(400):
+        count = rng.randrange(0, 5)
+        batch = build_batch(5, _records(rng, count, False), base_timestamp=100, max_timestamp=rng.choice([99, 4999, 5099]),
+                            last_offset_delta=max(0, count - 1))
+        if rng.random() < 0.5:
+            batch = _lie_in_records(batch, rng)
+        columns = KERNEL.columns(1)
+        n, _ = KERNEL.scan(KERNEL.view(batch), 0, len(batch), len(batch), True, columns)
+        reference = parse_batch(batch, 0, "generated")
+        skim = skim_records(reference)
+        agrees = skim is not None and (reference.count == 0 or skim[1] == reference.max_timestamp)
+        if n and columns[bulk_scan.CHECKED, 0]:
+            checked += 1
+            assert agrees
+        else:
+            refused += 1
+    assert checked > 50 and refused > 50
+
+
+def _imports_numba(path: Path, mode: str = "auto") -> bool:
+    code = ("import sys; from kafkalog_tools.verify import Verification; list(Verification([sys.argv[1]])); "
+            "print('numba' in sys.modules)")
+    env = dict(os.environ, **{bulk_scan.MODE_VARIABLE: mode})
+    result = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, env=env, check=True)
+    return result.stdout.strip() == "True"
+
+
+def test_auto_loads_the_kernel_only_where_it_pays(tmp_path):
+    small = tmp_path / "small-0"
+    small.mkdir()
+    one = build_batch(0, [build_record(0, 0, None, b"x" * 100)])
+    (small / f"{0:020d}.log").write_bytes(b"".join(one for _ in range(1000)))
+    assert not _imports_numba(small)  # ~6 ms batch by batch: not worth ~0.5 s of loading
+    assert _imports_numba(small, "always")
+    large = tmp_path / "large-0"
+    large.mkdir()
+    (large / f"{0:020d}.log").write_bytes(b"".join(one for _ in range(100_000)))
+    assert _imports_numba(large)  # ~0.75 s batch by batch
