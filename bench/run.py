@@ -191,7 +191,10 @@ def digest(cmd: list[str]) -> str:
 # ---------------------------------------------------------------------------------------------
 
 
-def bench_variant(variant: Variant, work: Path, size: int, runs: int) -> dict:
+PEER_COMMANDS = ("read+crc32c", "aiokafka batches+crc", "aiokafka+orjson json")
+
+
+def bench_variant(variant: Variant, work: Path, size: int, runs: int, only: set[str] | None = None) -> dict:
     partition = work / f"bench-{variant.name}-0"
     partition.mkdir()
     log = partition / "00000000000000000000.log"
@@ -206,15 +209,18 @@ def bench_variant(variant: Variant, work: Path, size: int, runs: int) -> dict:
         "rebuild-index": [*KAFKALOG, "rebuild-index", "--format", "json", "--no-backup", str(partition)],
         "verify": [*KAFKALOG, "verify", "--format", "json", str(partition)],
         "verify --shallow": [*KAFKALOG, "verify", "--shallow", "--format", "json", str(partition)],
+        "verify, per-batch path": ["env", "KAFKALOG_BULK=never", *KAFKALOG, "verify", "--format", "json", str(partition)],
         "aiokafka+orjson json": [PYTHON, str(PEERS / "aiokafka_json.py"), file],
         "dump json -d": [*KAFKALOG, "dump", "--format", "json", "-d", file],
         "dump text -d -p": [*KAFKALOG, "dump", "--format", "text", "-d", "-p", file],
     }
     for name, cmd in commands.items():
+        if only is not None and name not in only and name not in PEER_COMMANDS:
+            continue
         timings[name] = measure(cmd, runs, ok=(0, 1))  # verify exits 1 on warnings (none expected here)
         print(f"  {name:<24} {timings[name].seconds:7.2f} s  {timings[name].rss_mb:6.0f} MB "
               f"({timings[name].anon_mb:.0f} MB anonymous)", flush=True)
-    same = digest(commands["dump json -d"]) == digest(commands["aiokafka+orjson json"])
+    same = "dump json -d" in timings and digest(commands["dump json -d"]) == digest(commands["aiokafka+orjson json"])
     return {"variant": variant, "bytes": bytes_, "records": records, "timings": timings, "json_identical": same}
 
 
@@ -333,26 +339,32 @@ def report(args, results: list[dict], lookup: dict | None, startup: dict, profil
         lines.append(f"| {label} | " + " | ".join(values) + " |")
 
     t = [r["timings"] for r in results]
-    row("verify ≥ 2× aiokafka-C batches+CRC", [f"{x['aiokafka batches+crc'].seconds / x['verify'].seconds:.2f}× "
-                                             f"{_ok(x['aiokafka batches+crc'].seconds / x['verify'].seconds >= 2)}"
-                                             for x in t])
-    row("verify ≥ 0.5× read+CRC32C", [f"{x['read+crc32c'].seconds / x['verify'].seconds:.2f}× "
-                                     f"{_ok(x['read+crc32c'].seconds / x['verify'].seconds >= 0.5)}" for x in t])
-    row("(verify --shallow vs aiokafka-C batches+CRC)",
-        [f"{x['aiokafka batches+crc'].seconds / x['verify --shallow'].seconds:.2f}×" for x in t])
-    row("(verify --shallow vs read+CRC32C)",
-        [f"{x['read+crc32c'].seconds / x['verify --shallow'].seconds:.2f}×" for x in t])
-    row("dump JSON ≥ 1× aiokafka-C + orjson", [f"{x['aiokafka+orjson json'].seconds / x['dump json -d'].seconds:.2f}× "
-                                              f"{_ok(x['aiokafka+orjson json'].seconds >= x['dump json -d'].seconds)}"
-                                              for x in t])
-    row("(same JSON Lines, byte for byte)", ["yes" if r["json_identical"] else "**no**" for r in results])
-    row("rebuild-index time ≤ verify's", [f"{x['rebuild-index'].seconds / x['verify'].seconds:.2f} "
-                                         f"{_ok(x['rebuild-index'].seconds <= x['verify'].seconds)}" for x in t])
-    ours = ("rebuild-index", "verify", "verify --shallow", "dump json -d", "dump text -d -p")
-    row(f"peak RSS ≤ 200 MB ({args.size} segment), all of it", [f"{max(x[c].rss_mb for c in ours):.0f} MB "
-                                                    f"{_ok(max(x[c].rss_mb for c in ours) <= 200)}" for x in t])
+
+    def ratio(x, peer, ours, goal=None):
+        """peer time / our time ("—" when not timed), and whether it meets `goal`."""
+        if ours not in x:
+            return "—"
+        value = x[peer].seconds / x[ours].seconds
+        return f"{value:.2f}×" + ("" if goal is None else f" {_ok(value >= goal)}")
+
+    row("verify ≥ 2× aiokafka-C batches+CRC", [ratio(x, "aiokafka batches+crc", "verify", 2) for x in t])
+    row("verify ≥ 0.5× read+CRC32C", [ratio(x, "read+crc32c", "verify", 0.5) for x in t])
+    row("(verify --shallow vs aiokafka-C batches+CRC)", [ratio(x, "aiokafka batches+crc", "verify --shallow") for x in t])
+    row("(verify --shallow vs read+CRC32C)", [ratio(x, "read+crc32c", "verify --shallow") for x in t])
+    row("(verify, per-batch path KAFKALOG_BULK=never, vs aiokafka-C batches+CRC)",
+        [ratio(x, "aiokafka batches+crc", "verify, per-batch path") for x in t])
+    row("dump JSON ≥ 1× aiokafka-C + orjson", [ratio(x, "aiokafka+orjson json", "dump json -d", 1) for x in t])
+    row("(same JSON Lines, byte for byte)", ["yes" if r["json_identical"] else
+                                           ("—" if "dump json -d" not in r["timings"] else "**no**") for r in results])
+    row("rebuild-index time ≤ verify's", [
+        f"{x['rebuild-index'].seconds / x['verify'].seconds:.2f} {_ok(x['rebuild-index'].seconds <= x['verify'].seconds)}"
+        if "rebuild-index" in x and "verify" in x else "—" for x in t])
+    ours = [[c for c in x if c not in PEER_COMMANDS] for x in t]
+    row(f"peak RSS ≤ 200 MB ({args.size} segment), all of it", [
+        f"{max(x[c].rss_mb for c in mine):.0f} MB {_ok(max(x[c].rss_mb for c in mine) <= 200)}" if mine else "—"
+        for x, mine in zip(t, ours)])
     row("(peak anonymous RSS: without the mmap'd segment's page cache)",
-        [f"{max(x[c].anon_mb for c in ours):.0f} MB" for x in t])
+        [f"{max(x[c].anon_mb for c in mine):.0f} MB" if mine else "—" for x, mine in zip(t, ours)])
     help_ratio = startup["help"].seconds / startup["import"].seconds
     lines += ["", f"`kafkalog --help` ≤ 2× `python -c \"import click, rich.console\"`: "
                   f"{help_ratio:.2f}× {_ok(help_ratio <= 2)} ({startup['help'].seconds * 1e3:.0f} ms vs "
@@ -405,6 +417,8 @@ def main() -> None:
                         help="comma-separated subset of: " + ", ".join(v.name for v in VARIANTS))
     parser.add_argument("--no-lookup", action="store_true", help="skip the 1,000-segment lookup partition")
     parser.add_argument("--profile", action="store_true", help="add py-spy profiles of dump json and verify")
+    parser.add_argument("--commands", help="comma-separated subset of kafkalog's commands to time (e.g. "
+                        "'verify,verify --shallow'); the peers always run")
     parser.add_argument("--note", help="a line to put at the top of RESULTS.md (e.g. 'development run')")
     parser.add_argument("--out", type=Path, default=BENCH / "RESULTS.md")
     args = parser.parse_args()
@@ -413,7 +427,8 @@ def main() -> None:
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="kafkalog-bench-") as tmp:
         work = Path(tmp)
-        results = [bench_variant(v, work, size, args.runs) for v in chosen]
+        only = set(args.commands.split(",")) if args.commands else None
+        results = [bench_variant(v, work, size, args.runs, only) for v in chosen]
         for r in results:  # one variant's files at a time would do; the disk holds them all
             shutil.rmtree(work / f"bench-{r['variant'].name}-0")
         lookup = None if args.no_lookup else bench_lookup(work, size, args.runs)

@@ -29,6 +29,8 @@ from .formats import offset_index, producer_snapshot, time_index, txn_index
 from .formats.index_file import read_index_bytes
 from .formats.batch import INT32_MAX, Batch
 from .formats.logdir import LOCAL, LocalFiles, LogDir, PartitionDir, Segment, classify, read_partition_dir
+from .formats import bulk_scan
+from .formats.record_batch import parse_batch
 from .formats.segment import BadEntry, SegmentFile, Stop, offset_from_name
 from .formats.txn_index import AbortedTxn
 
@@ -259,50 +261,172 @@ def recover_segment(segment: SegmentFile, producer_state: ProducerState,
     if base is None:
         raise InputError("segment file name does not start with a base offset", path=segment.path)
     result = SegmentRecovery(segment.path, base, segment.file_size)
-    reported = 0
+    walk = _RecoveryWalk(segment, result, producer_state, index_interval_bytes, on_progress)
+    bulk = _RecoveryInBulk(walk) if bulk_scan.wanted(segment.buffer, segment.end, deep=False) else None
     try:
-        last_indexed_position = 0
-        for entry in segment.entries():
-            if isinstance(entry, BadEntry):
-                result.invalid = entry.error
-                break
-            if not entry.crc_valid:
-                result.invalid = CorruptDataError("Record is corrupt (stored crc differs from the computed one)",
-                                                  path=segment.path, position=entry.position)
-                break
-            _ensure_offset_in_range(entry, base)
-            if entry.max_timestamp > result.max_timestamp:
-                result.max_timestamp, result.offset_of_max_timestamp = entry.max_timestamp, entry.last_offset
-            if result.valid_bytes - last_indexed_position > index_interval_bytes:
-                _append_offset_entry(result, entry)
-                _maybe_append_time_entry(result, entry)
-                last_indexed_position = result.valid_bytes
-            try:
-                aborted = producer_state.apply(entry)
-            except ProducerStateError:
-                raise  # Kafka throws here: a failed recovery, not a truncation point
-            except CorruptDataError as exc:
-                result.invalid = exc  # an unreadable marker is an InvalidRecordException: truncated
-                break
-            result.valid_bytes += entry.size
-            result.batches += 1
-            if aborted is not None:
-                result.aborted_txns.append(aborted)
-            if on_progress is not None and result.valid_bytes - reported >= PROGRESS_STEP:
-                on_progress(result.valid_bytes - reported)
-                reported = result.valid_bytes
+        position: int | None = 0
+        while position is not None:
+            if bulk is not None:
+                position = bulk.recover_from(position)
+                if position is None:
+                    break
+            position = walk.one_by_one(position, bulk.then_one_by_one if bulk is not None else None)
+            walk.report()
     except KafkaLogError as exc:
         result.failure = exc
         return result
     finally:
         if on_progress is not None:
-            on_progress(segment.file_size - reported)
+            on_progress(segment.file_size - walk.reported)
     if result.invalid is None and result.valid_bytes < segment.file_size:
         result.invalid = _tail_problem(segment)
     # the final "max timestamp" entry that closing a segment writes
     if result.max_timestamp > (result.time_entries[-1][0] if result.time_entries else -1):
         result.time_entries.append((result.max_timestamp, result.offset_of_max_timestamp))
     return result
+
+
+class _RecoveryWalk:
+    """recover_segment's loop body, batch by batch, and where it has got to."""
+
+    def __init__(self, segment: SegmentFile, result: SegmentRecovery, producer_state: ProducerState,
+                 index_interval_bytes: int, on_progress: ProgressCallback | None):
+        self.segment = segment
+        self.on_progress = on_progress
+        self.result = result
+        self.producer_state = producer_state
+        self.index_interval_bytes = index_interval_bytes
+        self.last_indexed_position = 0
+        self.reported = 0
+
+    def one_by_one(self, position: int, most: int | None) -> int | None:
+        """Recover batches from `position`, at most `most` of them; return where to go on, or None
+        when recovery has stopped (the end, or `result.invalid` says where and why)."""
+        taken = 0
+        for entry in self.segment.entries(position):
+            if not self.take(entry):
+                return None
+            taken += 1
+            if taken == most:
+                return entry.end
+            self.report()
+        return None
+
+    def take(self, entry: Batch | BadEntry) -> bool:
+        result = self.result
+        if isinstance(entry, BadEntry):
+            result.invalid = entry.error
+            return False
+        if not entry.crc_valid:
+            result.invalid = CorruptDataError("Record is corrupt (stored crc differs from the computed one)",
+                                              path=self.segment.path, position=entry.position)
+            return False
+        _ensure_offset_in_range(entry, result.base_offset)
+        if entry.max_timestamp > result.max_timestamp:
+            result.max_timestamp, result.offset_of_max_timestamp = entry.max_timestamp, entry.last_offset
+        if result.valid_bytes - self.last_indexed_position > self.index_interval_bytes:
+            _append_offset_entry(result, entry)
+            _maybe_append_time_entry(result, entry)
+            self.last_indexed_position = result.valid_bytes
+        try:
+            aborted = self.producer_state.apply(entry)
+        except ProducerStateError:
+            raise  # Kafka throws here: a failed recovery, not a truncation point
+        except CorruptDataError as exc:
+            result.invalid = exc  # an unreadable marker is an InvalidRecordException: truncated
+            return False
+        result.valid_bytes += entry.size
+        result.batches += 1
+        if aborted is not None:
+            result.aborted_txns.append(aborted)
+        return True
+
+    def report(self) -> None:
+        if self.on_progress is not None and self.result.valid_bytes - self.reported >= PROGRESS_STEP:
+            self.on_progress(self.result.valid_bytes - self.reported)
+            self.reported = self.result.valid_bytes
+
+
+class _RecoveryInBulk:
+    """recover_segment over runs of clean V2 batches read by the compiled bulk scan: batches
+    without a producer id, whose offsets fit the segment, are indexed by the kernel; any other goes
+    through `_RecoveryWalk.take` in order, and the kernel stops before what it cannot vouch for."""
+
+    STEP = 8 << 20
+
+    def __init__(self, walk: _RecoveryWalk):
+        from .formats import bulk_kernel
+
+        self.walk = walk
+        self.kernel = bulk_scan.kernel()
+        self.recovery_index = bulk_kernel.recovery_index
+        self.view = self.kernel.view(walk.segment.buffer)
+        self.columns = self.kernel.columns()
+        self.then_one_by_one = 1
+        """As in verify's `_BulkScan`: doubles while the kernel reads nothing."""
+
+    def recover_from(self, position: int) -> int | None:
+        """Recover what the kernel vouches for from `position`; return where the per-batch path
+        goes on, or None when recovery stopped at a batch taken here."""
+        import numpy as np
+
+        walk, segment, result = self.walk, self.walk.segment, self.walk.result
+        lowest, highest = result.base_offset, result.base_offset + INT32_MAX
+        start = position
+        while position < segment.end:
+            limit = min(segment.end, position + self.STEP)
+            n, after = self.kernel.scan(self.view, position, limit, segment.end, False, self.columns)
+            columns = self.columns
+            last = columns[bulk_scan.BASE_OFFSET, :n] + columns[bulk_scan.LAST_OFFSET_DELTA, :n]
+            done = 0
+            for row in np.flatnonzero((columns[bulk_scan.PRODUCER_ID, :n] >= 0) | (last < lowest) | (last > highest)).tolist():
+                done = self._index(done, row)
+                if done < row:
+                    return int(columns[bulk_scan.POSITION, done])  # Kafka refuses this append
+                if not walk.take(parse_batch(segment.buffer, int(columns[bulk_scan.POSITION, row]), segment.path,
+                                             segment.decompress_limit)):
+                    return None
+                done = row + 1
+            done = self._index(done, n)
+            if done < n:
+                return int(columns[bulk_scan.POSITION, done])
+            walk.report()
+            segment.release_before(after)
+            position = after
+            if after < limit and n < columns.shape[1]:
+                break  # before an entry the kernel does not vouch for
+        self.then_one_by_one = min(self.then_one_by_one * 2, 4096) if position == start else 1
+        return position
+
+    def _index(self, start: int, stop: int) -> int:
+        """The kernel's index appends for rows start..stop-1; returns the row it stopped at."""
+        import numpy as np
+
+        from .formats import bulk_kernel as k
+
+        if start == stop:
+            return stop
+        walk, result = self.walk, self.walk.result
+        offsets, times = result.offset_entries, result.time_entries
+        state = np.empty(k.RECOVERY_STATE, dtype=np.int64)
+        state[k.VALID_BYTES], state[k.LAST_INDEXED_POSITION] = result.valid_bytes, walk.last_indexed_position
+        state[k.MAX_TIMESTAMP_SO_FAR], state[k.OFFSET_OF_MAX_TIMESTAMP] = result.max_timestamp, result.offset_of_max_timestamp
+        state[k.INDEX_INTERVAL] = walk.index_interval_bytes
+        state[k.OFFSET_ENTRIES], state[k.LAST_INDEXED_OFFSET] = len(offsets), offsets[-1][0] if offsets else 0
+        state[k.TIME_ENTRIES] = len(times)
+        state[k.LAST_TIME_TIMESTAMP], state[k.LAST_TIME_OFFSET] = times[-1] if times else (-1, result.base_offset)
+        new_offsets = np.empty((2, stop - start), dtype=np.int64)
+        new_times = np.empty((2, stop - start), dtype=np.int64)
+        stopped = self.recovery_index(self.columns, start, stop, state, new_offsets, new_times)
+        added = int(state[k.OFFSET_ENTRIES]) - len(offsets)
+        offsets.extend(zip(new_offsets[0, :added].tolist(), new_offsets[1, :added].tolist()))
+        added = int(state[k.TIME_ENTRIES]) - len(times)
+        times.extend(zip(new_times[0, :added].tolist(), new_times[1, :added].tolist()))
+        result.valid_bytes, walk.last_indexed_position = int(state[k.VALID_BYTES]), int(state[k.LAST_INDEXED_POSITION])
+        result.max_timestamp, result.offset_of_max_timestamp = (int(state[k.MAX_TIMESTAMP_SO_FAR]),
+                                                                int(state[k.OFFSET_OF_MAX_TIMESTAMP]))
+        result.batches += stopped - start
+        return stopped
 
 
 def _ensure_offset_in_range(batch: Batch, base: int) -> None:

@@ -19,7 +19,6 @@ starts - and says how much intact data follows.
 from __future__ import annotations
 
 import bisect
-import mmap
 import re
 import struct
 import zlib
@@ -29,6 +28,7 @@ from operator import itemgetter
 from pathlib import Path
 from typing import Callable, Iterable, Iterator, Mapping, NamedTuple
 
+from . import codecs
 from .crc import crc32c
 from .errors import CorruptDataError, DecompressionError, InputError, KafkaLogError
 from .formats import checkpoint, producer_snapshot, properties
@@ -39,7 +39,8 @@ from .formats import bulk_scan
 from .formats.bulk_scan import (ATTRIBUTES, BASE_OFFSET, BASE_SEQUENCE, LAST_OFFSET_DELTA, LEADER_EPOCH,
                                 MAX_TIMESTAMP, POSITION, PRODUCER_EPOCH, PRODUCER_ID, RECORDS_COUNT, SIZE)
 from .formats.offset_index import OffsetIndex
-from .formats.record_batch import ATTR_CONTROL, ATTR_TRANSACTIONAL, parse_batch, skim_records
+from .formats.record_batch import (ATTR_CODEC, ATTR_CONTROL, ATTR_TRANSACTIONAL, HEADER_SIZE, parse_batch,
+                                  skim_records)
 from .formats.segment import LOG_OVERHEAD, MAGIC_OFFSET, BadEntry, SegmentFile, Stop
 from .formats.segment import all_zero as _all_zero, next_non_zero as _next_non_zero
 from .formats.time_index import TimeIndex
@@ -735,9 +736,13 @@ def check_segment(segment: Segment, is_active: bool, deep: bool = True,
 
 
 class _BatchTable:
-    """The intact batches of a segment, column by column (compact for millions of batches)."""
+    """The intact batches of a segment, column by column (compact for millions of batches); for a
+    segment without index files only their count, extent and first and largest values."""
 
-    def __init__(self):
+    def __init__(self, keep_rows: bool = True):
+        self.keep_rows = keep_rows
+        self.count = 0
+        self.first_base_offset: int | None = None
         self.positions = array("q")
         self.end = 0
         """Where the last batch ends."""
@@ -749,28 +754,38 @@ class _BatchTable:
         """Of the whole segment so far (-1 when no batch has a timestamp)."""
 
     def add(self, batch: Batch, base_offset: int) -> None:
-        self.positions.append(batch.position)
+        if not self.count:
+            self.first_base_offset = base_offset
+        self.count += 1
         self.end = batch.position + batch.size
-        self.base_offsets.append(base_offset)
-        self.last_offsets.append(batch.last_offset)
         if batch.max_timestamp > self.max_timestamp:
             self.max_timestamp = batch.max_timestamp
-        self.prefix_max_timestamps.append(self.max_timestamp)
+        if self.keep_rows:
+            self.positions.append(batch.position)
+            self.base_offsets.append(base_offset)
+            self.last_offsets.append(batch.last_offset)
+            self.prefix_max_timestamps.append(self.max_timestamp)
 
     def extend(self, positions, sizes, base_offsets, last_offsets, max_timestamps) -> None:
         """`add` for many batches, from numpy columns."""
         import numpy as np
 
+        if not self.count:
+            self.first_base_offset = int(base_offsets[0])
+        self.count += len(positions)
+        self.end = int(positions[-1] + sizes[-1])
+        if not self.keep_rows:
+            self.max_timestamp = max(self.max_timestamp, int(max_timestamps.max()))
+            return
         self.positions.frombytes(positions.tobytes())
         self.base_offsets.frombytes(base_offsets.tobytes())
         self.last_offsets.frombytes(last_offsets.tobytes())
         prefix = np.maximum.accumulate(np.maximum(max_timestamps, self.max_timestamp))
         self.prefix_max_timestamps.frombytes(prefix.tobytes())
         self.max_timestamp = int(prefix[-1])
-        self.end = int(positions[-1] + sizes[-1])
 
     def __len__(self) -> int:
-        return len(self.positions)
+        return self.count
 
     def at_position(self, position: int) -> int | None:
         index = bisect.bisect_left(self.positions, position)
@@ -811,7 +826,8 @@ class _LogScan:
         self.report = report
         self.counts = report.counts
         self.on_progress = on_progress
-        self.table = _BatchTable()
+        # only the index checks read the table's rows: without index files a count will do
+        self.table = _BatchTable(keep_rows=segment.index is not None or segment.timeindex is not None)
         self.damage: list[_Damage] = []
         self.reported = 0
         self.last_offset: int | None = None
@@ -830,10 +846,10 @@ class _LogScan:
         for damage in self.damage:
             findings.append(((damage.start, after[1], after[0]), _damage_finding(self.log.path, damage)))
             self.counts.damaged_bytes += damage.end - damage.start
-        if self.table and self.table.base_offsets[0] > self.segment.base_offset:
+        if self.table and self.table.first_base_offset > self.segment.base_offset:
             findings.append(((0, after[1], after[0]), Finding(
                 INFO, "segment-offset-gap", self.log.path, 0,
-                f"the first batch starts at offset {self.table.base_offsets[0]}, after the base offset "
+                f"the first batch starts at offset {self.table.first_base_offset}, after the base offset "
                 f"{self.segment.base_offset} in the file name (compaction or DeleteRecords)")))
         if self.on_progress is not None:
             self.on_progress(self.log.file_size - self.reported)
@@ -1045,7 +1061,6 @@ class _BulkScan:
         self.kernel = bulk_scan.kernel()
         self.view = self.kernel.view(scan.log.buffer)
         self.columns = self.kernel.columns()
-        self.released = 0
         self.then_one_by_one = 1
         """Entries the per-batch path takes before trying the kernel again: doubles while the
         kernel reads nothing (a legacy segment), back to 1 once it reads again."""
@@ -1061,7 +1076,7 @@ class _BulkScan:
             n, after = self.kernel.scan(self.view, position, limit, end, scan.deep, self.columns)
             if n:
                 self._accept(self.columns[:, :n].copy(), lowest, highest)
-                self._release(after)
+                log.release_before(after)
             if after < limit and n < self.columns.shape[1]:
                 position = after
                 break
@@ -1078,8 +1093,13 @@ class _BulkScan:
         scan = self.scan
         base = columns[BASE_OFFSET]
         last = base + columns[LAST_OFFSET_DELTA]
-        one_by_one = (base < lowest) | (last < lowest) | (last > highest) | (columns[ATTRIBUTES] & ATTR_CONTROL != 0)
+        control = columns[ATTRIBUTES] & ATTR_CONTROL != 0
+        one_by_one = (base < lowest) | (last < lowest) | (last > highest) | control
         if scan.deep:
+            compressed = np.flatnonzero((columns[bulk_scan.CHECKED] == 0) & (columns[ATTRIBUTES] & ATTR_CODEC != 0)
+                                        & ~one_by_one & (columns[RECORDS_COUNT] >= 0))
+            if len(compressed):
+                self._check_compressed(columns, compressed)
             one_by_one |= columns[bulk_scan.CHECKED] == 0
         start = 0
         log = scan.log
@@ -1091,12 +1111,33 @@ class _BulkScan:
         if start < columns.shape[1]:
             scan.accept_clean(columns[:, start:])
 
-    def _release(self, position: int) -> None:
-        buffer = self.scan.log.buffer
-        behind = position - position % mmap.PAGESIZE
-        if behind > self.released and hasattr(mmap, "MADV_DONTNEED"):
-            buffer.madvise(mmap.MADV_DONTNEED, self.released, behind - self.released)
-            self.released = behind
+    def _check_compressed(self, columns, rows) -> None:
+        """Decompress these batches here and let the kernel walk their records (it marks those that
+        agree). One that will not decompress is left to `_accept`, which reports why."""
+        log = self.scan.log
+        buffer, limit = log.buffer, log.decompress_limit
+        payloads, bounds, kept = [], [0], []
+        for row, position, size, attributes in zip(rows.tolist(), columns[POSITION, rows].tolist(),
+                                                   columns[SIZE, rows].tolist(), columns[ATTRIBUTES, rows].tolist()):
+            try:
+                payload = codecs.decompress(attributes & ATTR_CODEC, buffer[position + HEADER_SIZE:position + size],
+                                            magic=2, limit=limit)
+            except KafkaLogError:
+                continue
+            payloads.append(payload)
+            bounds.append(bounds[-1] + len(payload))
+            kept.append(row)
+            if bounds[-1] >= self.STEP:  # bound what is held at once (each batch is bounded by `limit`)
+                self._agree(payloads, bounds, columns, kept)
+                payloads, bounds, kept = [], [0], []
+        if kept:
+            self._agree(payloads, bounds, columns, kept)
+
+    def _agree(self, payloads, bounds, columns, rows) -> None:
+        import numpy as np
+
+        self.kernel.agree_each(np.frombuffer(b"".join(payloads), dtype=np.uint8), np.array(bounds, dtype=np.int64),
+                               columns, np.array(rows, dtype=np.int64))
 
 
 def _epoch_start_compacted(recorded_start: int, first_in_log: int, previous_last_offset: int | None) -> bool:

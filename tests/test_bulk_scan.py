@@ -22,8 +22,9 @@ from kafkalog_tools.crc import crc32c
 from kafkalog_tools.formats import bulk_scan
 from kafkalog_tools.formats.record_batch import ATTR_LOG_APPEND_TIME, build_batch, build_record, parse_batch, skim_records
 from kafkalog_tools.formats.segment import SegmentFile
+from kafkalog_tools.recovery import ProducerState, SegmentRecovery, recover_segment
 from kafkalog_tools.verify import Verification
-from tests.conftest import GOLDEN, ROOT, need
+from tests.conftest import GOLDEN, REAL, ROOT, need
 from tests.damage import corpus_paths, damaged_copies
 
 pytest.importorskip("numba", reason="the bulk scan needs numba (an install requirement)")
@@ -232,3 +233,36 @@ def test_auto_loads_the_kernel_only_where_it_pays(tmp_path):
     large.mkdir()
     (large / f"{0:020d}.log").write_bytes(b"".join(one for _ in range(100_000)))
     assert _imports_numba(large)  # ~0.75 s batch by batch
+
+
+# ---------------------------------------------------------------------------------------------
+# rebuild-index: the same recovery, batch by batch or in bulk
+# ---------------------------------------------------------------------------------------------
+
+
+def recover_both_ways(monkeypatch, log: Path, interval: int) -> SegmentRecovery:
+    outcomes = []
+    for mode in ("never", "always"):
+        monkeypatch.setenv(bulk_scan.MODE_VARIABLE, mode)
+        with SegmentFile(log) as segment:
+            outcome = recover_segment(segment, ProducerState(), interval)
+        failure = outcome.failure
+        outcome.failure = None if failure is None else (type(failure), str(failure))
+        outcome.invalid = None if outcome.invalid is None else (type(outcome.invalid), str(outcome.invalid))
+        outcomes.append(outcome)
+    assert outcomes[1] == outcomes[0]
+    return outcomes[0]
+
+
+def test_recovery_in_bulk_equals_batch_by_batch(monkeypatch, tmp_path):
+    rng = random.Random(17)
+    logs = [Path(p) for p in (sorted(need(GOLDEN / "logs").rglob("*.log")) + sorted(need(REAL).rglob("*.log")))]
+    for number in range(40):
+        path = tmp_path / f"{number * 200:020d}.log"
+        path.write_bytes(generated_segment(rng, number * 200))
+        logs.append(path)
+    for case in damaged_copies(tmp_path / "damaged"):
+        logs += sorted(Path(case).rglob("*.log"))
+    outcomes = [recover_both_ways(monkeypatch, log, interval) for log in logs for interval in (0, 4096)]
+    assert sum(o.failure is not None for o in outcomes) > 5 and sum(o.invalid is not None for o in outcomes) > 5
+    assert sum(len(o.offset_entries) for o in outcomes) > 5_000

@@ -14,7 +14,7 @@ from numba import njit, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-from .bulk_scan import (ATTRIBUTES, BASE_OFFSET, BASE_SEQUENCE, CHECKED, FIELD_AT, LAST_OFFSET_DELTA,
+from .bulk_scan import (ATTRIBUTES, BASE_OFFSET, BASE_SEQUENCE, BASE_TIMESTAMP, CHECKED, FIELD_AT, LAST_OFFSET_DELTA,
                         LEADER_EPOCH, MAX_TIMESTAMP, POSITION, PRODUCER_EPOCH, PRODUCER_ID, RECORDS_COUNT, SIZE)
 from .record_batch import ATTR_CODEC, ATTR_CONTROL, ATTR_LOG_APPEND_TIME, HEADER_SIZE
 
@@ -218,10 +218,11 @@ def scan(buf, start, limit, end, deep, columns):
         attributes = np.int64(buf[pos + _ATTRIBUTES_AT + 1])  # (byte) of the int16, as Kafka reads it
         last_delta = _signed(_be(buf, pos + _DELTA_AT, 4), 32)
         count = _signed(_be(buf, pos + _COUNT_AT, 4), 32)
+        base_timestamp = _be(buf, pos + _BASE_TS_AT, 8)
         max_timestamp = _be(buf, pos + _MAX_TS_AT, 8)
         checked = 0
         if deep and attributes & ATTR_CODEC == 0 and attributes & ATTR_CONTROL == 0 and count >= 0:
-            if records_agree(buf, pos + _HEADER_SIZE, batch_end, count, last_delta, _be(buf, pos + _BASE_TS_AT, 8),
+            if records_agree(buf, pos + _HEADER_SIZE, batch_end, count, last_delta, base_timestamp,
                              max_timestamp, attributes & ATTR_LOG_APPEND_TIME != 0):
                 checked = 1
         columns[POSITION, n] = pos
@@ -230,6 +231,7 @@ def scan(buf, start, limit, end, deep, columns):
         columns[LAST_OFFSET_DELTA, n] = last_delta
         columns[LEADER_EPOCH, n] = _signed(_be(buf, pos + _EPOCH_AT, 4), 32)
         columns[ATTRIBUTES, n] = attributes
+        columns[BASE_TIMESTAMP, n] = base_timestamp
         columns[MAX_TIMESTAMP, n] = max_timestamp
         columns[PRODUCER_ID, n] = _be(buf, pos + _PID_AT, 8)
         columns[PRODUCER_EPOCH, n] = _signed(_be(buf, pos + _PEPOCH_AT, 2), 16)
@@ -239,3 +241,55 @@ def scan(buf, start, limit, end, deep, columns):
         n += 1
         pos = batch_end
     return n, pos
+
+
+@_jit
+def agree_each(payloads, bounds, columns, rows):
+    """`records_agree` for decompressed records sections: payload i is payloads[bounds[i]:bounds[i+1]]
+    and belongs to batch columns[:, rows[i]], whose `checked` it sets when they agree."""
+    for i in range(len(rows)):
+        row = rows[i]
+        if records_agree(payloads, bounds[i], bounds[i + 1], columns[RECORDS_COUNT, row],
+                         columns[LAST_OFFSET_DELTA, row], columns[BASE_TIMESTAMP, row], columns[MAX_TIMESTAMP, row],
+                         columns[ATTRIBUTES, row] & ATTR_LOG_APPEND_TIME != 0):
+            columns[CHECKED, row] = 1
+
+
+# recovery_index's state, an int64 array carried from call to call
+(VALID_BYTES, LAST_INDEXED_POSITION, MAX_TIMESTAMP_SO_FAR, OFFSET_OF_MAX_TIMESTAMP, INDEX_INTERVAL, OFFSET_ENTRIES,
+ TIME_ENTRIES, LAST_INDEXED_OFFSET, LAST_TIME_TIMESTAMP, LAST_TIME_OFFSET) = range(10)
+RECOVERY_STATE = 10
+
+
+@_jit
+def recovery_index(columns, start, stop, state, offset_entries, time_entries):
+    """LogSegment.recover's index appends (`recovery._RecoveryWalk.take`) over batches start..stop-1
+    of `columns`, which need no producer state and whose offsets fit the segment. New (offset,
+    position) and (timestamp, offset) entries go to the two [2, stop - start] arrays; the counts in
+    `state` say how many there are in all. Stops before a batch whose append Kafka refuses and
+    returns its row (else `stop`): the per-batch path raises there."""
+    offsets_before, times_before = state[OFFSET_ENTRIES], state[TIME_ENTRIES]
+    for row in range(start, stop):
+        last = columns[BASE_OFFSET, row] + columns[LAST_OFFSET_DELTA, row]
+        max_timestamp, offset_of_max = state[MAX_TIMESTAMP_SO_FAR], state[OFFSET_OF_MAX_TIMESTAMP]
+        if columns[MAX_TIMESTAMP, row] > max_timestamp:
+            max_timestamp, offset_of_max = columns[MAX_TIMESTAMP, row], last
+        if state[VALID_BYTES] - state[LAST_INDEXED_POSITION] > state[INDEX_INTERVAL]:
+            if state[OFFSET_ENTRIES] > 0 and last <= state[LAST_INDEXED_OFFSET]:
+                return row
+            has_time = state[TIME_ENTRIES] > 0
+            if has_time and offset_of_max < state[LAST_TIME_OFFSET]:
+                return row
+            slot = state[OFFSET_ENTRIES] - offsets_before
+            offset_entries[0, slot], offset_entries[1, slot] = last, state[VALID_BYTES]
+            state[OFFSET_ENTRIES] += 1
+            state[LAST_INDEXED_OFFSET] = last
+            if max_timestamp > (state[LAST_TIME_TIMESTAMP] if has_time else -1):
+                slot = state[TIME_ENTRIES] - times_before
+                time_entries[0, slot], time_entries[1, slot] = max_timestamp, offset_of_max
+                state[TIME_ENTRIES] += 1
+                state[LAST_TIME_TIMESTAMP], state[LAST_TIME_OFFSET] = max_timestamp, offset_of_max
+            state[LAST_INDEXED_POSITION] = state[VALID_BYTES]
+        state[MAX_TIMESTAMP_SO_FAR], state[OFFSET_OF_MAX_TIMESTAMP] = max_timestamp, offset_of_max
+        state[VALID_BYTES] += columns[SIZE, row]
+    return stop

@@ -25,15 +25,16 @@ from .record_batch import ATTR_CODEC, BATCH_HEADER, HEADER_SIZE, LOG_OVERHEAD
 
 MODE_VARIABLE = "KAFKALOG_BULK"
 """`auto` (default): the compiled scan where it pays (see `wanted`); `always`; `never`."""
-CAPACITY = 1 << 16
+CAPACITY = 1 << 14
 """Batches per call; the caller also bounds each call's byte range."""
 
 COLUMNS = ("position", "size", "base_offset", "last_offset_delta", "partition_leader_epoch", "attributes",
-           "max_timestamp", "producer_id", "producer_epoch", "base_sequence", "records_count", "checked")
+           "base_timestamp", "max_timestamp", "producer_id", "producer_epoch", "base_sequence", "records_count",
+           "checked")
 """`checked` (deep scans): 1 when the records were walked and agree with the header (count, offset
 deltas, max timestamp); 0 when the per-batch path must read them (compressed, control, or odd)."""
-(POSITION, SIZE, BASE_OFFSET, LAST_OFFSET_DELTA, LEADER_EPOCH, ATTRIBUTES, MAX_TIMESTAMP, PRODUCER_ID,
- PRODUCER_EPOCH, BASE_SEQUENCE, RECORDS_COUNT, CHECKED) = range(len(COLUMNS))
+(POSITION, SIZE, BASE_OFFSET, LAST_OFFSET_DELTA, LEADER_EPOCH, ATTRIBUTES, BASE_TIMESTAMP, MAX_TIMESTAMP,
+ PRODUCER_ID, PRODUCER_EPOCH, BASE_SEQUENCE, RECORDS_COUNT, CHECKED) = range(len(COLUMNS))
 
 
 def _field_offsets() -> dict[str, int]:
@@ -92,14 +93,15 @@ def kernel():
         from . import bulk_kernel
     except ImportError:
         return None
-    return Kernel(bulk_kernel.scan)
+    return Kernel(bulk_kernel.scan, bulk_kernel.agree_each)
 
 
 class Kernel:
     """The compiled scan, and the numpy arrays it reads and fills."""
 
-    def __init__(self, scan):
+    def __init__(self, scan, agree_each):
         self.scan = scan
+        self.agree_each = agree_each
 
     @staticmethod
     def columns(capacity: int = CAPACITY):

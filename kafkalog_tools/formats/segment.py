@@ -100,6 +100,8 @@ class SegmentFile:
         self.stop: Stop | None = None
         self.stop_position: int | None = None
         self.stop_error: CorruptDataError | None = None
+        self.released = 0
+        """Pages before this were handed back to the kernel (`release_before`)."""
 
     def __enter__(self) -> "SegmentFile":
         return self
@@ -122,8 +124,7 @@ class SegmentFile:
         """
         buf, end, path = self.buffer, self.end, self.path
         position = start
-        release = buf.madvise if isinstance(buf, mmap.mmap) and hasattr(mmap, "MADV_DONTNEED") else None
-        released, step = start - start % mmap.PAGESIZE, RELEASE_STEP
+        self.released = max(self.released, start - start % mmap.PAGESIZE)
         self.stop = self.stop_position = self.stop_error = None
         while True:
             if position >= end - HEADER_SIZE_UP_TO_MAGIC:
@@ -151,11 +152,16 @@ class SegmentFile:
             except CorruptDataError as exc:
                 yield BadEntry(position, LOG_OVERHEAD + size, magic, exc)
             position += LOG_OVERHEAD + size
-            if release is not None and position - released >= step:
-                behind = position - position % mmap.PAGESIZE
-                release(mmap.MADV_DONTNEED, released, behind - released)
-                released = behind
+            if position - self.released >= RELEASE_STEP:
+                self.release_before(position)
         self.stop_position = position
+
+    def release_before(self, position: int) -> None:
+        """Hand the pages before `position` back to the kernel (see RELEASE_STEP)."""
+        behind = position - position % mmap.PAGESIZE
+        if behind > self.released and isinstance(self.buffer, mmap.mmap) and hasattr(mmap, "MADV_DONTNEED"):
+            self.buffer.madvise(mmap.MADV_DONTNEED, self.released, behind - self.released)
+        self.released = max(self.released, behind)
 
     def batches(self, start: int = 0) -> Iterator[Batch]:
         """Only the readable batches; a bad entry raises its error."""
