@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import functools
 import os
+import warnings
 
 from ..schema import struct_fields
 from .record_batch import ATTR_CODEC, BATCH_HEADER, HEADER_SIZE, LOG_OVERHEAD
@@ -88,12 +89,18 @@ def wanted(buffer, end: int, deep: bool) -> bool:
 
 @functools.cache
 def kernel():
-    """The compiled scan, or None without numba. Compiled on first use and cached on disk."""
+    """The compiled scan, or None without numba, or where it cannot load (the per-batch path then
+    does all the work). Compiled on first use and cached on disk."""
     try:
-        from . import bulk_kernel
-    except ImportError:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # e.g. numba's "cannot cache": it then compiles per process
+            from . import bulk_kernel
+
+            loaded = Kernel(bulk_kernel.scan, bulk_kernel.agree_each)
+            loaded.scan(loaded.view(bytes(64)), 0, 64, 64, True, loaded.columns(1))  # load or compile now
+    except Exception:  # noqa: BLE001 - no numba, no LLVM, no memory for it: the per-batch path does the work
         return None
-    return Kernel(bulk_kernel.scan, bulk_kernel.agree_each)
+    return loaded
 
 
 class Kernel:
