@@ -88,8 +88,8 @@ def _lie_in_records(batch: bytes, rng: random.Random) -> bytes:
 
 def generated_segment(rng: random.Random, base: int) -> bytes:
     out = []
-    offset, epoch, sequence = base, rng.randrange(3), 0
-    producer = rng.choice([-1, -1, 1000 + rng.randrange(3)])
+    offset, epoch = base, rng.randrange(3)
+    producers = {pid: [0, 0] for pid in rng.choice([[], [1000], [1000, 1001, 1002]])}  # pid -> [epoch, sequence]
     for _ in range(rng.randrange(1, 60)):
         roll = rng.random()
         count = rng.randrange(0, 6)
@@ -101,12 +101,27 @@ def generated_segment(rng: random.Random, base: int) -> bytes:
         max_ts = 1_700_000_000_000 + 4999 if rng.random() < 0.3 else -1
         kwargs = dict(base_timestamp=1_700_000_000_000, max_timestamp=max_ts, compression_id=codecs.IDS[codec],
                       attributes=attributes, partition_leader_epoch=epoch, last_offset_delta=last_delta)
-        if producer >= 0 and rng.random() < 0.8:
-            kwargs.update(producer_id=producer, producer_epoch=0, base_sequence=sequence)
-            sequence += last_delta + 1
-        if roll < 0.05 and producer >= 0:  # a transaction marker
+        producer = rng.choice(sorted(producers)) if producers and rng.random() < 0.8 else -1
+        if producer >= 0:
+            state = producers[producer]
+            trouble = rng.random()
+            if trouble < 0.03:
+                state[1] += 5  # a sequence gap
+            elif trouble < 0.06:
+                state[0], state[1] = state[0] + 1, 0  # a new producer epoch starts at sequence 0
+            elif trouble < 0.08:
+                state[0] += 1  # ... or does not
+            elif trouble < 0.10:
+                state[0] = max(0, state[0] - 1)  # an epoch going back
+            kwargs.update(producer_id=producer, producer_epoch=state[0], base_sequence=state[1])
+            if rng.random() < 0.05:
+                kwargs["attributes"] |= 0x10  # transactional
+            state[1] += last_delta + 1
+        if roll < 0.05 and producers:  # a transaction marker
+            marker_of = rng.choice(sorted(producers))
             records, kwargs["attributes"] = [_control(rng.randrange(2))], 0x30
-            kwargs.update(compression_id=0, last_offset_delta=0, producer_id=producer, producer_epoch=0, base_sequence=-1)
+            kwargs.update(compression_id=0, last_offset_delta=0, producer_id=marker_of,
+                          producer_epoch=producers[marker_of][0], base_sequence=-1)
             last_delta = 0
         batch = build_batch(offset, records, **kwargs)
         if roll > 0.93:
@@ -126,7 +141,7 @@ def generated_segment(rng: random.Random, base: int) -> bytes:
 def test_verify_in_bulk_equals_batch_by_batch_on_generated_segments(monkeypatch, tmp_path):
     rng = random.Random(11)
     paths = []
-    for number in range(40):
+    for number in range(80):
         partition = tmp_path / f"gen-{number}"
         partition.mkdir()
         base = 0
@@ -140,7 +155,7 @@ def test_verify_in_bulk_equals_batch_by_batch_on_generated_segments(monkeypatch,
         findings += verify_both_ways(monkeypatch, paths, deep)
     codes = {f["code"] for f in findings}
     assert {"record-corrupt", "offset-not-increasing", "offset-overflow", "leader-epoch-decreased",
-            "max-timestamp-mismatch"} <= codes, codes
+            "max-timestamp-mismatch", "producer-sequence-gap", "producer-epoch-decreased"} <= codes, codes
 
 
 # ---------------------------------------------------------------------------------------------
