@@ -30,7 +30,7 @@ from .formats.index_file import read_index_bytes
 from .formats.batch import INT32_MAX, Batch
 from .formats.logdir import LOCAL, LocalFiles, LogDir, PartitionDir, Segment, classify, read_partition_dir
 from .formats import bulk_scan
-from .formats.record_batch import parse_batch
+from .formats.record_batch import ATTR_CONTROL, ATTR_TRANSACTIONAL, parse_batch
 from .formats.segment import BadEntry, SegmentFile, Stop, offset_from_name
 from .formats.txn_index import AbortedTxn
 
@@ -128,6 +128,55 @@ class ProducerState:
             aborted = None
         self.producers[batch.producer_id] = status
         return aborted
+
+    def plan_run(self, columns, last) -> list[tuple[int, int]] | None:
+        """For a run of clean V2 batches read by the bulk scan (`bulk_scan.COLUMNS`; `last`: their
+        last offsets): (producer id, row of its last batch) when applying the run one batch at a
+        time would raise nothing and, where anomalies are reported, report none; else None.
+        `_apply_data`'s rules, per producer, in numpy. Control batches are not expected here."""
+        import numpy as np
+
+        producer_ids = columns[bulk_scan.PRODUCER_ID]
+        rows = np.flatnonzero(producer_ids >= 0)
+        if not len(rows):
+            return []
+        if (columns[bulk_scan.ATTRIBUTES, rows] & (ATTR_TRANSACTIONAL | ATTR_CONTROL)).any():
+            return None
+        order = rows[np.argsort(producer_ids[rows], kind="stable")]  # each producer's batches, in file order
+        grouped = producer_ids[order]
+        firsts = np.flatnonzero(np.r_[True, grouped[1:] != grouped[:-1]])
+        known = [self.producers.get(pid) for pid in grouped[firsts].tolist()]
+        if any(status is not None and status.current_txn_first_offset is not None for status in known):
+            return None  # a non-transactional batch inside a transaction: Kafka throws
+        lasts = np.r_[firsts[1:], len(order)] - 1
+        plan = list(zip(grouped[lasts].tolist(), order[lasts].tolist()))
+        if self.on_anomaly is None:
+            return plan
+        epoch, base_sequence = columns[bulk_scan.PRODUCER_EPOCH, order], columns[bulk_scan.BASE_SEQUENCE, order]
+        last_sequence = _last_sequences(base_sequence, columns[bulk_scan.LAST_OFFSET_DELTA, order])
+        previous_epoch, previous_sequence = np.empty_like(epoch), np.empty_like(last_sequence)
+        previous_epoch[1:], previous_sequence[1:] = epoch[:-1], last_sequence[:-1]
+        previous_epoch[firsts] = [-1 if status is None else status.epoch for status in known]
+        previous_sequence[firsts] = [-1 if status is None else status.last_sequence for status in known]
+        if (epoch < previous_epoch).any():
+            return None  # EPOCH_DECREASED
+        checked = (previous_epoch >= 0) & (base_sequence >= 0)
+        expected = np.where(previous_sequence == INT32_MAX, 0, previous_sequence + 1)
+        gap = np.where(epoch != previous_epoch, base_sequence != 0, (previous_sequence >= 0) & (base_sequence != expected))
+        if (checked & gap).any():
+            return None  # SEQUENCE_GAP
+        return plan
+
+    def commit_run(self, plan: list[tuple[int, int]], columns, last) -> None:
+        """Apply a run `plan_run` accepted: each producer ends as its last batch leaves it."""
+        for producer_id, row in plan:
+            old = self.producers.get(producer_id)
+            base_offset, last_offset = int(columns[bulk_scan.BASE_OFFSET, row]), int(last[row])
+            self.producers[producer_id] = ProducerStatus(
+                producer_id, int(columns[bulk_scan.PRODUCER_EPOCH, row]), -1 if old is None else old.coordinator_epoch,
+                int(columns[bulk_scan.MAX_TIMESTAMP, row]), None,
+                int(_last_sequences(columns[bulk_scan.BASE_SEQUENCE, row], columns[bulk_scan.LAST_OFFSET_DELTA, row])),
+                last_offset, last_offset - base_offset)
 
     def _apply_data(self, batch: Batch, status: ProducerStatus) -> None:
         self._check_epoch(batch, status)
@@ -286,6 +335,14 @@ def recover_segment(segment: SegmentFile, producer_state: ProducerState,
     return result
 
 
+def _last_sequences(base_sequence, delta):
+    """parse_batch's last sequence (-1 without a sequence; wrapping past Int.MAX), on numpy values."""
+    import numpy as np
+
+    return np.where(base_sequence < 0, -1, np.where(base_sequence > INT32_MAX - delta,
+                                                    delta - (INT32_MAX - base_sequence) - 1, base_sequence + delta))
+
+
 class _RecoveryWalk:
     """recover_segment's loop body, batch by batch, and where it has got to."""
 
@@ -378,18 +435,19 @@ class _RecoveryInBulk:
             n, after = self.kernel.scan(self.view, position, limit, segment.end, False, self.columns)
             columns = self.columns
             last = columns[bulk_scan.BASE_OFFSET, :n] + columns[bulk_scan.LAST_OFFSET_DELTA, :n]
+            attributes = columns[bulk_scan.ATTRIBUTES, :n]
+            one_by_one = (last < lowest) | (last > highest) | (attributes & ATTR_CONTROL != 0) | \
+                ((columns[bulk_scan.PRODUCER_ID, :n] >= 0) & (attributes & ATTR_TRANSACTIONAL != 0))
             done = 0
-            for row in np.flatnonzero((columns[bulk_scan.PRODUCER_ID, :n] >= 0) | (last < lowest) | (last > highest)).tolist():
-                done = self._index(done, row)
-                if done < row:
-                    return int(columns[bulk_scan.POSITION, done])  # Kafka refuses this append
-                if not walk.take(parse_batch(segment.buffer, int(columns[bulk_scan.POSITION, row]), segment.path,
-                                             segment.decompress_limit)):
+            for row in np.flatnonzero(one_by_one).tolist() + [n]:
+                stopped = self._recover_run(done, row, last)
+                if stopped < row:
+                    return int(columns[bulk_scan.POSITION, stopped])
+                if row == n:
+                    break
+                if not walk.take(self._batch(row)):
                     return None
                 done = row + 1
-            done = self._index(done, n)
-            if done < n:
-                return int(columns[bulk_scan.POSITION, done])
             walk.report()
             segment.release_before(after)
             position = after
@@ -397,6 +455,24 @@ class _RecoveryInBulk:
                 break  # before an entry the kernel does not vouch for
         self.then_one_by_one = min(self.then_one_by_one * 2, 4096) if position == start else 1
         return position
+
+    def _batch(self, row: int) -> Batch:
+        segment = self.walk.segment
+        return parse_batch(segment.buffer, int(self.columns[bulk_scan.POSITION, row]), segment.path,
+                           segment.decompress_limit)
+
+    def _recover_run(self, start: int, stop: int, last) -> int:
+        """Rows start..stop-1 (none needing `take`): indexed by the kernel, producers moved at once.
+        Returns the row it stopped at: before one the per-batch path must take."""
+        state = self.walk.producer_state
+        plan = state.plan_run(self.columns[:, start:stop], last[start:stop])
+        if plan is None:
+            return start  # a producer inside a transaction: `take` raises where Kafka throws
+        stopped = self._index(start, stop)
+        if stopped < stop:
+            plan = state.plan_run(self.columns[:, start:stopped], last[start:stopped])
+        state.commit_run(plan, self.columns[:, start:stopped], last[start:stopped])
+        return stopped
 
     def _index(self, start: int, stop: int) -> int:
         """The kernel's index appends for rows start..stop-1; returns the row it stopped at."""

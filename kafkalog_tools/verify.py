@@ -45,7 +45,7 @@ from .formats.segment import LOG_OVERHEAD, MAGIC_OFFSET, BadEntry, SegmentFile, 
 from .formats.segment import all_zero as _all_zero, next_non_zero as _next_non_zero
 from .formats.time_index import TimeIndex
 from .formats.txn_index import AbortedTxn, TransactionIndex
-from .recovery import ProducerState, ProducerStateError, ProducerStatus, segment_of, starting_producer_state
+from .recovery import ProducerState, ProducerStateError, segment_of, starting_producer_state
 
 ERROR, WARNING, INFO = "error", "warning", "info"
 MAX_FINDINGS_PER_CODE = 100
@@ -585,61 +585,17 @@ class _SegmentReplay:
             for row in has_epoch[ordered > previous].tolist():  # a new epoch starts
                 prior = None if row == 0 and check.last_offset is None else int(before[row])
                 new_epochs.append((int(epochs[row]), int(base[row]), prior))
-        producers = self._last_batch_of_each_producer(columns, last)
+        producers = check.state.plan_run(columns, last)
         if producers is None:
             return self._one_by_one(run)  # a transaction, or an anomaly to report
+        check.state.commit_run(producers, columns, last)
         check.epochs.extend(new_epochs)
-        state = check.state.producers
-        for producer_id, row in producers:
-            old = state.get(producer_id)
-            base_sequence, delta = int(columns[BASE_SEQUENCE, row]), int(columns[LAST_OFFSET_DELTA, row])
-            state[producer_id] = ProducerStatus(
-                producer_id, int(columns[PRODUCER_EPOCH, row]), -1 if old is None else old.coordinator_epoch,
-                int(columns[MAX_TIMESTAMP, row]), None, -1 if base_sequence < 0 else increment_sequence(base_sequence, delta),
-                int(last[row]), int(last[row]) - int(base[row]))
         if check.last_offset is None or int(last[-1]) > check.last_offset:
             check.last_offset = int(last[-1])
         if not self.count:
             self.first_base_offset = int(base[0])
         self.count += len(base)
         self.last_offset = int(last[-1])
-
-    def _last_batch_of_each_producer(self, columns, last) -> list[tuple[int, int]] | None:
-        """(producer id, row of its last batch) for the run's idempotent batches, when replaying
-        them one by one would raise nothing and report no epoch or sequence anomaly; else None.
-        ProducerState's rules (recovery.py `_apply_data`), per producer, in numpy."""
-        import numpy as np
-
-        producer_ids = columns[PRODUCER_ID]
-        rows = np.flatnonzero(producer_ids >= 0)
-        if not len(rows):
-            return []
-        if (columns[ATTRIBUTES, rows] & ATTR_TRANSACTIONAL).any():
-            return None
-        order = rows[np.argsort(producer_ids[rows], kind="stable")]  # each producer's batches, in file order
-        grouped = producer_ids[order]
-        firsts = np.flatnonzero(np.r_[True, grouped[1:] != grouped[:-1]])
-        known = [self.check.state.producers.get(pid) for pid in grouped[firsts].tolist()]
-        if any(status is not None and status.current_txn_first_offset is not None for status in known):
-            return None
-        epoch, base_sequence = columns[PRODUCER_EPOCH, order], columns[BASE_SEQUENCE, order]
-        delta = columns[LAST_OFFSET_DELTA, order]
-        last_sequence = np.where(base_sequence < 0, -1, np.where(base_sequence > INT32_MAX - delta,
-                                                                 delta - (INT32_MAX - base_sequence) - 1,
-                                                                 base_sequence + delta))
-        previous_epoch, previous_sequence = np.empty_like(epoch), np.empty_like(last_sequence)
-        previous_epoch[1:], previous_sequence[1:] = epoch[:-1], last_sequence[:-1]
-        previous_epoch[firsts] = [-1 if status is None else status.epoch for status in known]
-        previous_sequence[firsts] = [-1 if status is None else status.last_sequence for status in known]
-        if (epoch < previous_epoch).any():
-            return None  # producer-epoch-decreased
-        checked = (previous_epoch >= 0) & (base_sequence >= 0)
-        new_epoch = epoch != previous_epoch
-        expected = np.where(previous_sequence == INT32_MAX, 0, previous_sequence + 1)
-        if (checked & np.where(new_epoch, base_sequence != 0, (previous_sequence >= 0) & (base_sequence != expected))).any():
-            return None  # producer-sequence-gap
-        lasts = np.r_[firsts[1:], len(order)] - 1
-        return list(zip(grouped[lasts].tolist(), order[lasts].tolist()))
 
     def _one_by_one(self, run: "FactsRun") -> None:
         for facts in run.rows():

@@ -259,14 +259,15 @@ def recover_both_ways(monkeypatch, log: Path, interval: int) -> SegmentRecovery:
     outcomes = []
     for mode in ("never", "always"):
         monkeypatch.setenv(bulk_scan.MODE_VARIABLE, mode)
+        state = ProducerState()
         with SegmentFile(log) as segment:
-            outcome = recover_segment(segment, ProducerState(), interval)
+            outcome = recover_segment(segment, state, interval)
         failure = outcome.failure
         outcome.failure = None if failure is None else (type(failure), str(failure))
         outcome.invalid = None if outcome.invalid is None else (type(outcome.invalid), str(outcome.invalid))
-        outcomes.append(outcome)
+        outcomes.append((outcome, state.producers, state.ongoing))
     assert outcomes[1] == outcomes[0]
-    return outcomes[0]
+    return outcomes[0][0]
 
 
 def test_recovery_in_bulk_equals_batch_by_batch(monkeypatch, tmp_path):
