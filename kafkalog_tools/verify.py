@@ -1214,7 +1214,8 @@ def _index_prefix(index: IndexFile, is_active: bool, file: str, what: str) -> tu
 
 
 VECTORISED_INDEX_MIN_ENTRIES = 1000
-"""Smaller indexes go entry by entry only: numpy's set-up costs more than the loop there."""
+"""Smaller indexes go entry by entry only. Measured: the pre-check costs ~0.1 ms plus well under
+1 us an entry against the loop's ~6 us, but importing numpy, where the bulk scan has not, ~0.1 s."""
 
 
 def _vectorisable(index: IndexFile, count: int, table: _BatchTable) -> bool:
