@@ -1266,6 +1266,68 @@ def _index_prefix(index: IndexFile, is_active: bool, file: str, what: str) -> tu
     return slot, findings
 
 
+VECTORISED_INDEX_MIN_ENTRIES = 1000
+"""Smaller indexes go entry by entry only. Measured: the pre-check costs ~0.1 ms plus well under
+1 us an entry against the loop's ~6 us, but importing numpy, where the bulk scan has not, ~0.1 s."""
+
+
+def _vectorisable(index: IndexFile, count: int, table: _BatchTable) -> bool:
+    """Whether numpy can tell which entries the per-entry loop would report: the index is big
+    enough to pay for it, its offsets fit int64, and the batches' positions and last offsets
+    ascend (on a log whose offsets go backwards bisect and searchsorted may land apart)."""
+    if count < VECTORISED_INDEX_MIN_ENTRIES or not table or not -(1 << 62) < index.base_offset < 1 << 62:
+        return False
+    import numpy as np
+
+    starts, lasts = np.frombuffer(table.positions, np.int64), np.frombuffer(table.last_offsets, np.int64)
+    return bool((starts[1:] > starts[:-1]).all() and (lasts[1:] >= lasts[:-1]).all())
+
+
+def _offset_slots_to_check(index: OffsetIndex, count: int, table: _BatchTable) -> Iterable[int]:
+    """The slots `_check_offset_index`'s loop would report anything for (all, when not vectorisable):
+    each of its conditions, for every entry at once."""
+    if not _vectorisable(index, count, table):
+        return range(count)
+    import numpy as np
+
+    entries = index.columns(count)
+    offsets = entries["relative_offset"].astype(np.int64) + index.base_offset
+    positions = entries["position"].astype(np.int64)
+    starts, bases, lasts = (np.frombuffer(column, np.int64)
+                            for column in (table.positions, table.base_offsets, table.last_offsets))
+    last = len(starts) - 1
+    report = np.zeros(count, dtype=bool)
+    report[1:] = (offsets[1:] <= offsets[:-1]) | (positions[1:] <= positions[:-1])
+    report |= (offsets < index.base_offset) | (offsets > lasts[last])
+    batch = np.searchsorted(starts, positions)  # table.at_position
+    report |= (batch > last) | (starts[np.minimum(batch, last)] != positions)
+    report |= (batch > 0) & (lasts[np.maximum(batch - 1, 0)] >= offsets)  # skips an offset
+    holder = np.searchsorted(lasts, offsets)  # table.holding
+    report |= (holder > last) | (bases[np.minimum(holder, last)] > offsets)
+    return np.flatnonzero(report).tolist()
+
+
+def _time_slots_to_check(index: TimeIndex, count: int, table: _BatchTable) -> Iterable[int]:
+    """The slots `_check_time_index`'s loop would report anything for (all, when not vectorisable),
+    and those whose offset is inside a batch with a timestamp above the batches before it: only
+    that batch's records can tell (`_largest_timestamp_up_to`)."""
+    if not _vectorisable(index, count, table):
+        return range(count)
+    import numpy as np
+
+    entries = index.columns(count)
+    timestamps = entries["timestamp"].astype(np.int64)
+    offsets = entries["relative_offset"].astype(np.int64) + index.base_offset
+    lasts, prefix_max = (np.frombuffer(column, np.int64) for column in (table.last_offsets, table.prefix_max_timestamps))
+    report = np.zeros(count, dtype=bool)
+    report[1:] = (timestamps[1:] <= timestamps[:-1]) | (offsets[1:] < offsets[:-1])
+    report |= (offsets < index.base_offset) | (offsets > lasts[-1])
+    whole = np.searchsorted(lasts, offsets, side="right") - 1  # table.last_at_or_before
+    largest_of_whole_batches = np.where(whole >= 0, prefix_max[np.maximum(whole, 0)], -1)
+    report |= timestamps > largest_of_whole_batches
+    return np.flatnonzero(report).tolist()
+
+
 def _check_offset_index(segment: Segment, log: SegmentFile, table: _BatchTable, is_active: bool) -> Iterator[Finding]:
     if segment.index is None:
         yield Finding(WARNING, "index-missing", _index_path(segment, ".index"), None,
@@ -1281,8 +1343,10 @@ def _check_offset_index(segment: Segment, log: SegmentFile, table: _BatchTable, 
     last_offset = table.last_offsets[-1] if table else None
     valid_end = table.end
     previous = None
-    for slot in range(count):
+    for slot in _offset_slots_to_check(index, count, table):
         entry = index.entry(slot)
+        if slot and (previous is None or previous.slot != slot - 1):
+            previous = index.entry(slot - 1)  # skipped by the pre-check: nothing to say about it
         at = slot * index.ENTRY.size
         where = {"slot": slot, "offset": entry.offset, "log_position": entry.position}
         if previous is not None and (entry.offset <= previous.offset or entry.position <= previous.position):
@@ -1332,8 +1396,10 @@ def _check_time_index(segment: Segment, log: SegmentFile, table: _BatchTable, is
     yield from findings
     last_offset = table.last_offsets[-1] if table else None
     previous = None
-    for slot in range(count):
+    for slot in _time_slots_to_check(index, count, table):
         entry = index.entry(slot)
+        if slot and (previous is None or previous.slot != slot - 1):
+            previous = index.entry(slot - 1)  # skipped by the pre-check: nothing to say about it
         at = slot * index.ENTRY.size
         where = {"slot": slot, "timestamp": entry.timestamp, "offset": entry.offset}
         if previous is not None and (entry.timestamp <= previous.timestamp or entry.offset < previous.offset):

@@ -27,6 +27,7 @@ class OffsetPosition:
 
 
 class OffsetIndex(IndexFile):
+    SCHEMA = ENTRY_SCHEMA
     ENTRY = ENTRY
     RELATIVE_OFFSET_FIELD = 0
 

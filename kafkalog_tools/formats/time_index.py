@@ -26,6 +26,7 @@ class TimestampOffset:
 
 
 class TimeIndex(IndexFile):
+    SCHEMA = ENTRY_SCHEMA
     ENTRY = ENTRY
     RELATIVE_OFFSET_FIELD = 1
 

@@ -1,0 +1,296 @@
+"""verify's index checks two ways: entry by entry (the reference, which writes every finding) and
+with the numpy pre-check that picks the entries the loop would report (`_offset_slots_to_check`,
+`_time_slots_to_check`). `VECTORISED_INDEX_MIN_ENTRIES` is set to 0 and to infinity so both run on
+the same inputs: the corpus, seeded damaged copies of it, and a generated partition whose indexes
+are edited into every kind of wrong (and some unusual kinds of right)."""
+from __future__ import annotations
+
+import bisect
+import itertools
+import math
+import random
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+from kafkalog_tools import verify
+from kafkalog_tools.formats.index_file import IndexFile
+from kafkalog_tools.formats.offset_index import OffsetIndex
+from kafkalog_tools.formats.record_batch import build_batch, build_record
+from kafkalog_tools.formats.segment import SegmentFile
+from kafkalog_tools.formats.time_index import TimeIndex
+from kafkalog_tools.recovery import Rebuild, RebuildOptions
+from tests.conftest import ROOT
+from tests.damage import corpus_paths, damaged_copies
+from tests.test_verify import edit_offset_index, edit_time_index
+
+ACTIVE = 20_000
+"""Base offset of the generated partition's second (active) segment; the first ends well before."""
+
+
+def verify_both_ways(monkeypatch, paths: list[str]) -> tuple[list[dict], list[tuple[int, int]]]:
+    """Findings (all of them: nothing suppressed) and summary, entry by entry and pre-checked;
+    they must be equal. Returns the findings and, per index the pre-check handled, (entries,
+    entries it left to the loop)."""
+    picked = []
+
+    def spy(pick):
+        def spied(index, count, table):
+            slots = pick(index, count, table)
+            if not isinstance(slots, range):
+                picked.append((count, len(slots)))
+            return slots
+        return spied
+
+    monkeypatch.setattr(verify, "_offset_slots_to_check", spy(verify._offset_slots_to_check))
+    monkeypatch.setattr(verify, "_time_slots_to_check", spy(verify._time_slots_to_check))
+    outcomes = []
+    for threshold in (math.inf, 0):
+        monkeypatch.setattr(verify, "VECTORISED_INDEX_MIN_ENTRIES", threshold)
+        run = verify.Verification(paths, max_findings_per_code=sys.maxsize)
+        outcomes.append(([f.to_json() for f in run], run.summary))
+    assert outcomes[1] == outcomes[0]
+    return outcomes[0][0], picked
+
+
+# ---------------------------------------------------------------------------------------------
+# The bulk reader against the per-entry one
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kind", [OffsetIndex, TimeIndex])
+def test_columns_and_valid_count_read_what_the_struct_reads(kind: type[IndexFile], tmp_path):
+    rng = random.Random(3)
+    size = kind.ENTRY.size
+    path = tmp_path / "00000000000000000000.index"
+    for _ in range(200):
+        data = bytearray(rng.randbytes(size * rng.randrange(0, 40)))
+        for _ in range(rng.randrange(3) if data else 0):  # relative offsets of 0 where valid_count must stop
+            slot = rng.randrange(len(data) // size)
+            start = slot * size + (0 if kind.RELATIVE_OFFSET_FIELD == 0 else size - 4)
+            data[start:start + 4] = bytes(4)
+        index = kind(path, 0, data=bytes(data) + rng.randbytes(rng.randrange(size)))
+        assert index.columns(index.entry_count).dtype.itemsize == size
+        assert [tuple(int(v) for v in row) for row in index.columns(index.entry_count)] == \
+            [index.raw(slot) for slot in range(index.entry_count)]
+        reference = next((slot for slot in range(1, index.entry_count)
+                          if index.raw(slot)[kind.RELATIVE_OFFSET_FIELD] == 0), index.entry_count)
+        assert index.valid_count() == reference
+
+
+# ---------------------------------------------------------------------------------------------
+# The corpus and damaged copies of it
+# ---------------------------------------------------------------------------------------------
+
+
+def test_both_ways_agree_on_the_corpus(monkeypatch):
+    findings, picked = verify_both_ways(monkeypatch, corpus_paths() + [str(ROOT / "fixtures" / "example-logdir")])
+    assert len(picked) > 20
+    assert {"index-missing", "index-preallocated", "timeindex-no-final-entry"} <= {f["code"] for f in findings}
+
+
+def test_both_ways_agree_on_damaged_copies(monkeypatch, tmp_path):
+    findings, picked = verify_both_ways(monkeypatch, damaged_copies(tmp_path))
+    assert picked
+    assert any(f["code"].startswith("index-") for f in findings)
+
+
+# ---------------------------------------------------------------------------------------------
+# A generated partition, its indexes edited
+# ---------------------------------------------------------------------------------------------
+
+
+class Records:
+    """Every record's (offset, timestamp) in the generated partition, and what the log says the
+    largest timestamp up to an offset is."""
+
+    def __init__(self, records: list[tuple[int, int]]):
+        self.offsets = [o for o, _ in records]
+        self.largest = list(itertools.accumulate((t for _, t in records), max))
+
+    def largest_up_to(self, offset: int) -> int:
+        at = bisect.bisect_right(self.offsets, offset) - 1
+        return self.largest[at] if at >= 0 else -1
+
+
+def _write_partition(directory: Path) -> Records:
+    """Two segments (1500 batches, then an active one of 300): 1-4 records a batch, offsets with
+    gaps between batches and inside them, timestamps that mostly rise but fall back now and then;
+    indexes as rebuild-index writes them with an entry per batch."""
+    rng = random.Random(11)
+    directory.mkdir()
+    records_written = []
+    offset, timestamp = 0, 1_700_000_000_000
+    for base, batches in ((0, 1500), (ACTIVE, 300)):
+        assert offset <= base
+        offset = base
+        with open(directory / f"{offset:020d}.log", "wb") as out:
+            for _ in range(batches):
+                deltas = [0] + sorted(rng.sample(range(1, 6), rng.randrange(4)))
+                timestamp += rng.randrange(-30, 40)
+                stamps = [timestamp + rng.randrange(-20, 20) for _ in deltas]
+                records = [build_record(d, s - stamps[0], b"k", b"v" * rng.randrange(60))
+                           for d, s in zip(deltas, stamps)]
+                out.write(build_batch(offset, records, last_offset_delta=deltas[-1], base_timestamp=stamps[0],
+                                      max_timestamp=max(stamps)))
+                records_written += [(offset + d, s) for d, s in zip(deltas, stamps)]
+                offset += deltas[-1] + 1 + (rng.randrange(1, 4) if rng.random() < 0.2 else 0)
+    list(Rebuild([directory], RebuildOptions(backup=False, index_interval_bytes=0)))
+    return Records(records_written)
+
+
+@pytest.fixture(scope="module")
+def generated(tmp_path_factory) -> tuple[Path, Records]:
+    directory = tmp_path_factory.mktemp("generated") / "topic-0"
+    return directory, _write_partition(directory)
+
+
+def _batches(work: Path, base: int) -> list:
+    with SegmentFile(work / f"{base:020d}.log") as log:
+        return [(b.position, b.base_offset, b.last_offset) for b in log.entries()]
+
+
+def _append(path: Path, data: bytes) -> None:
+    path.write_bytes(path.read_bytes() + data)
+
+
+def _offset(change):
+    return lambda work, records: edit_offset_index(work, 0, lambda e: change(e, _batches(work, 0)))
+
+
+def _time(change, base=0):
+    return lambda work, records: edit_time_index(work, base, lambda e: change(e, records, _batches(work, base)))
+
+
+def _swap(entries, first):
+    entries[first], entries[first + 1] = entries[first + 1], entries[first]
+
+
+def _skip(entries, batches):
+    """Entry 100 sends the last offset of the batch before to the batch after it."""
+    entries[100] = (batches[99][2], batches[100][0])
+
+
+def _into_a_gap(entries, batches):
+    """Entries naming an offset no batch holds, at the batch after the gap."""
+    for slot in range(1, len(batches)):
+        if batches[slot][1] > batches[slot - 1][2] + 1:
+            entries[slot] = (batches[slot - 1][2] + 1, batches[slot][0])
+
+
+def _inside_batches(entries, records, batches, extra=0):
+    """The whole time index rewritten at the first offset of every batch of several records, with the
+    largest timestamp up to it (+ `extra`): offsets only the batch's records can settle."""
+    entries[:] = []
+    for _, first, last in batches:
+        largest = records.largest_up_to(first) + extra
+        if last > first and (not entries or largest > entries[-1][0]):
+            entries.append((largest, first))
+    final = records.largest_up_to(batches[-1][2]) + extra
+    if final > entries[-1][0]:
+        entries.append((final, batches[-1][2]))
+
+
+def _random_edits(seed):
+    def edit(work, records):
+        rng = random.Random(seed)
+        batches = _batches(work, 0)
+
+        def offsets(entries):
+            for _ in range(20):
+                slot = rng.randrange(len(entries))
+                batch = rng.choice(batches)
+                entries[slot] = rng.choice([(batch[1], batch[0]), (batch[2], batch[0]), (batch[2] + 1, batch[0]),
+                                            (entries[slot][0], batch[0] + rng.randrange(-2, 3)),
+                                            (entries[slot][0] + rng.randrange(-3, 4), entries[slot][1])])
+
+        def times(entries):
+            for _ in range(20):
+                slot = rng.randrange(len(entries))
+                offset = rng.choice(records.offsets) if rng.random() < 0.5 else entries[slot][1] + rng.randrange(-3, 4)
+                stamp = entries[slot][0] + rng.randrange(-40, 40) if rng.random() < 0.5 else records.largest_up_to(offset)
+                entries[slot] = (stamp, offset)
+
+        edit_offset_index(work, 0, offsets)
+        edit_time_index(work, 0, times)
+    return edit
+
+
+def _zero_log(work, records):
+    log = work / f"{0:020d}.log"
+    data = bytearray(log.read_bytes())
+    data[30_000:32_000] = bytes(2000)
+    log.write_bytes(bytes(data))
+
+
+def _offsets_go_back(work, records):
+    """The log's batch 700 is batch 10 again: last offsets no longer ascend, so no pre-check."""
+    log = work / f"{0:020d}.log"
+    data = bytearray(log.read_bytes())
+    batches = _batches(work, 0)
+    (start, _, _), (end, _, _) = batches[700], batches[701]
+    (copy_start, _, _), (copy_end, _, _) = batches[10], batches[11]
+    log.write_bytes(bytes(data[:start] + data[copy_start:copy_end] + data[end:]))
+
+
+EDITS = {
+    "as-rebuilt": lambda work, records: None,
+    "index-order": _offset(lambda e, b: _swap(e, 10)),
+    "index-position-not-batch-start": _offset(lambda e, b: e.__setitem__(20, (e[20][0], e[20][1] + 1))),
+    "index-position-negative": _offset(lambda e, b: e.__setitem__(30, (e[30][0], -5))),
+    "index-position-beyond-log": _offset(lambda e, b: e.__setitem__(-1, (e[-1][0], b[-1][0] + 10_000))),
+    "index-offset-below-base": _offset(lambda e, b: e.__setitem__(5, (-1, e[5][1]))),
+    "index-offset-beyond-log": _offset(lambda e, b: e.__setitem__(-1, (b[-1][2] + 50, e[-1][1]))),
+    "index-skips-offset": _offset(_skip),
+    "index-offset-not-in-log": _offset(_into_a_gap),
+    "index-first-offsets": _offset(lambda e, b: e.__setitem__(slice(None), [(first, p) for p, first, _ in b])),
+    "index-every-entry-wrong": _offset(lambda e, b: e.__setitem__(slice(None), [(o + 1, p + 1) for o, p in e])),
+    "index-zero-tail": lambda work, records: _append(work / f"{0:020d}.index", bytes(800)),
+    "index-active-preallocated": lambda work, records: _append(work / f"{ACTIVE:020d}.index", bytes(800)),
+    "index-trailing-bytes": lambda work, records: _append(work / f"{0:020d}.index", bytes(3)),
+    "index-all-zero": lambda work, records: (work / f"{0:020d}.index").write_bytes(bytes(8000)),
+    "timeindex-order": _time(lambda e, r, b: _swap(e, 4)),
+    "timeindex-equal-timestamps": _time(lambda e, r, b: e.__setitem__(5, (e[4][0], e[5][1]))),
+    "timeindex-offset-backwards": _time(lambda e, r, b: e.__setitem__(6, (e[6][0], e[5][1] - 1))),
+    "timeindex-offset-below-base": _time(lambda e, r, b: e.__setitem__(0, (e[0][0], ACTIVE - 1)), base=ACTIVE),
+    "timeindex-offset-beyond-log": _time(lambda e, r, b: e.__setitem__(-1, (e[-1][0], ACTIVE + 10))),
+    "timeindex-timestamp-not-in-log": _time(lambda e, r, b: e.__setitem__(3, (e[3][0] + 1, e[3][1]))),
+    "timeindex-inside-batches": _time(_inside_batches),
+    "timeindex-inside-batches-too-late": _time(lambda e, r, b: _inside_batches(e, r, b, extra=1)),
+    "timeindex-no-final-entry": _time(lambda e, r, b: e.pop()),
+    "timeindex-zero-tail": lambda work, records: _append(work / f"{0:020d}.timeindex", bytes(1200)),
+    "timeindex-active-preallocated": lambda work, records: _append(work / f"{ACTIVE:020d}.timeindex", bytes(1200)),
+    "log-zeroed-region": _zero_log,
+    "log-offsets-go-back": _offsets_go_back,
+    "log-empty": lambda work, records: (work / f"{0:020d}.log").write_bytes(b""),
+    **{f"random-{seed}": _random_edits(seed) for seed in range(6)},
+}
+
+
+@pytest.mark.parametrize("name", EDITS)
+def test_both_ways_agree_on_edited_indexes(monkeypatch, tmp_path, generated, name):
+    source, records = generated
+    work = tmp_path / source.name
+    shutil.copytree(source, work)
+    EDITS[name](work, records)
+    findings, picked = verify_both_ways(monkeypatch, [str(work)])
+    index_codes = {f["code"] for f in findings if not f["file"].endswith(".log")}
+    if name in ("as-rebuilt", "index-first-offsets", "timeindex-inside-batches"):
+        assert index_codes == set()
+    elif name.startswith(("index-", "timeindex-")) and "preallocated" not in name:
+        assert any(code.startswith(name.split("-")[0] + "-") for code in index_codes), index_codes
+    # the indexes of both segments were pre-checked, except where segment 0's log forbids it
+    assert len(picked) == (2 if name in ("log-offsets-go-back", "log-empty") else 4)
+    if name in ("as-rebuilt", "index-first-offsets"):
+        assert [left for _, left in picked] == [0, 0, 0, 0]
+    if name == "timeindex-inside-batches":  # the batches' records, not the pre-check, clear most of these
+        [(_, offsets_left), (times, times_left)] = picked[:2]
+        assert offsets_left == 0 and 0 < times_left < times
+
+
+def test_the_default_threshold_pre_checks_a_big_index(generated):
+    source, _ = generated
+    assert OffsetIndex(source / f"{0:020d}.index").valid_count() >= verify.VECTORISED_INDEX_MIN_ENTRIES
+    assert [f for f in verify.Verification([str(source)]) if not f.file.endswith(".log")] == []
