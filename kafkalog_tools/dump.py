@@ -152,10 +152,13 @@ class BatchRun:
     without deep iteration."""
     headers: object | None
     """int64 numpy array [len(bulk_scan.HEADER_COLUMNS), ...]: the rows the records name."""
-    segment: memoryview
-    """The segment's bytes: records of uncompressed batches are sliced from here..."""
+    segment: object
+    """The segment's bytes (`SegmentFile.buffer`): records of uncompressed batches are sliced from here..."""
     payloads: bytes
     """...and those of compressed batches from their decompressed payloads, laid end to end."""
+    pin: object = field(default=None, repr=False)
+    """A view of `segment`: a map cannot close while one is alive, so the run can still be rendered
+    after the walk has moved on."""
 
 
 @dataclass
@@ -489,10 +492,8 @@ class _BulkDump:
         self.kernel = bulk_scan.kernel()
         self.decode_each = bulk_scan.records_kernel()
         self.view = self.kernel.view(segment.buffer)
-        self.bytes = memoryview(segment.buffer)
         self.columns = self.kernel.columns()
-        self.records = np.empty((len(bulk_scan.RECORD_COLUMNS), self.RECORDS), dtype=np.int64)
-        self.headers = np.empty((len(bulk_scan.HEADER_COLUMNS), self.RECORDS), dtype=np.int64)
+        self.records = self.headers = None
         self.first_record = np.empty(self.columns.shape[1], dtype=np.int64)
         self.batches = None
         """[len(RUN_BATCH_FIELDS), n] for the batches the last kernel call read."""
@@ -538,11 +539,12 @@ class _BulkDump:
 
     def _run(self, row: int, stop: int) -> BatchRun:
         if not self.decode_records:
-            return BatchRun(self.segment.path, self.batches[:, row:stop], None, None, self.bytes, self.payloads)
+            return BatchRun(self.segment.path, self.batches[:, row:stop], None, None, self.segment.buffer,
+                            self.payloads, self.view)
         first = int(self.first_record[row])
         last = int(self.first_record[stop - 1] + self.batches[_RUN_COUNT, stop - 1])
         return BatchRun(self.segment.path, self.batches[:, row:stop], self.records[:, first:last], self.headers,
-                        self.bytes, self.payloads)
+                        self.segment.buffer, self.payloads, self.view)
 
     def _read(self, position: int) -> None:
         """Scan from `position` into the columns, and decode the records."""
@@ -602,6 +604,9 @@ class _BulkDump:
                 break
         self.payloads = b"".join(payloads)
         payload_view = np.frombuffer(self.payloads, dtype=np.uint8)
+        # new arrays for every call: the runs of the last one may still be waiting to be rendered
+        self.records = np.empty((len(bulk_scan.RECORD_COLUMNS), self.RECORDS), dtype=np.int64)
+        self.headers = np.empty((len(bulk_scan.HEADER_COLUMNS), self.RECORDS), dtype=np.int64)
         row = records = headers = 0
         while True:
             row, records, headers = self.decode_each(self.view, payload_view, columns, row, n, starts, ends,

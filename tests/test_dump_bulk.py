@@ -21,6 +21,7 @@ from kafkalog_tools import dump as d
 from kafkalog_tools.cli import cli
 from kafkalog_tools.errors import DecompressionError
 from kafkalog_tools.formats import bulk_scan
+from kafkalog_tools.output import jsonl
 from kafkalog_tools.formats.record_batch import (ATTR_DELETE_HORIZON, ATTR_LOG_APPEND_TIME, build_batch, build_record,
                                                  decode_records, parse_batch)
 from tests.conftest import ROOT
@@ -169,6 +170,23 @@ def test_json_dump_in_bulk_over_many_kernel_calls(monkeypatch, tmp_path):
     (partition / f"{0:020d}.log").write_bytes(b"".join(batches))
     out = dump_both_ways(monkeypatch, [str(partition)], "-d")
     assert out.count(b'"type":"record"') == offset
+
+
+def test_runs_stay_renderable_after_the_walk_moves_on(monkeypatch, tmp_path):
+    """Items collected first and rendered afterwards (the segment closed, later kernel calls made)
+    give the lines they give when rendered as they come."""
+    paths = write_partitions(tmp_path, random.Random(41), 5)
+    big = tmp_path / "big-0"
+    big.mkdir()
+    batch = build_batch(0, [build_record(0, 0, b"k", b"v" * 500)])
+    (big / f"{0:020d}.log").write_bytes(b"".join(
+        (offset).to_bytes(8, "big") + batch[8:] for offset in range(3 * d._BulkDump.STEP // len(batch))))
+    paths.append(str(big))
+    monkeypatch.setenv(bulk_scan.MODE_VARIABLE, "always")
+    items = list(d.dump(paths, d.DumpOptions(deep=True, batch_runs=True)))
+    assert sum(type(item) is d.BatchRun for item in items) > 3
+    rendered = "".join(line + "\n" for item in items for line in jsonl.lines(item)).encode()
+    assert rendered == dump_both_ways(monkeypatch, paths, "-d")
 
 
 # ---------------------------------------------------------------------------------------------

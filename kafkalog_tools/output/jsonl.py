@@ -296,25 +296,25 @@ def run_lines(run: d.BatchRun, bytes_mode: str) -> list[str]:
              first_header, header_count) in islice(records, count):
             if value_length < 0 or base64_only:
                 value_text, value_encoding = json_bytes(
-                    None if value_length < 0 else bytes(data[value_start:value_start + value_length]), base64_only)
+                    None if value_length < 0 else data[value_start:value_start + value_length], base64_only)
             else:  # inlined json_bytes, as in batch_lines
                 value = data[value_start:value_start + value_length]
                 try:
-                    value_text, value_encoding = dumps(str(value, "utf-8")).decode(), '"utf8"'
+                    value_text, value_encoding = dumps(value.decode("utf-8")).decode(), '"utf8"'
                 except UnicodeDecodeError:
-                    value_text, value_encoding = json_bytes(bytes(value), True)
+                    value_text, value_encoding = json_bytes(value, True)
             if key_length < 0 or base64_only:
                 key_text, key_encoding = json_bytes(
-                    None if key_length < 0 else bytes(data[key_start:key_start + key_length]), base64_only)
+                    None if key_length < 0 else data[key_start:key_start + key_length], base64_only)
             else:
                 key = data[key_start:key_start + key_length]
                 try:
-                    key_text, key_encoding = dumps(str(key, "utf-8")).decode(), '"utf8"'
+                    key_text, key_encoding = dumps(key.decode("utf-8")).decode(), '"utf8"'
                 except UnicodeDecodeError:
-                    key_text, key_encoding = json_bytes(bytes(key), True)
+                    key_text, key_encoding = json_bytes(key, True)
             header_text = ",".join(
-                _HEADER % (dumps(str(data[k:k + k_length], "utf-8", "replace")).decode(),
-                           *json_bytes(None if v_length < 0 else bytes(data[v:v + v_length]), base64_only))
+                _HEADER % (dumps(data[k:k + k_length].decode("utf-8", "replace")).decode(),
+                           *json_bytes(None if v_length < 0 else data[v:v + v_length], base64_only))
                 for k, k_length, v, v_length in zip(*headers[:, first_header:first_header + header_count].tolist())
             ) if header_count else ""
             append(template % (position, offset, timestamp, sequence, record_size, key_length, value_length,
