@@ -509,8 +509,8 @@ class _BulkDump:
     def runs_from(self, position: int) -> Iterator[BatchRun]:
         """Yield runs from `position`; return where the per-batch loop is to take over."""
         segment, np = self.segment, self.np
-        segment.release_before(position)  # what lies before was printed: the consumer asked for more
         while True:
+            segment.release_before(position)  # what lies before was printed: the consumer asked for more
             row = self.row + int(np.searchsorted(self.batches[_RUN_POSITION, self.row:self.n], position)) if self.n else 0
             if row >= self.n or self.batches[_RUN_POSITION, row] != position:
                 if position >= segment.end:
@@ -530,11 +530,13 @@ class _BulkDump:
                 yield self._run(row, stop)
             if stop < self.n:
                 self.row = stop + 1  # the per-batch loop prints that one
-                return int(self.batches[_RUN_POSITION, stop])
+                position = int(self.batches[_RUN_POSITION, stop])
+                break
             self.row = self.n
             position = self.after
             if self.stopped:
                 break
+        segment.release_before(position)  # (`SegmentFile.entries` from there takes the pages before as released)
         return position
 
     def _run(self, row: int, stop: int) -> BatchRun:
