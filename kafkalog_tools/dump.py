@@ -19,8 +19,11 @@ from typing import Iterator
 
 from . import codecs
 from .errors import CorruptDataError, InputError, KafkaLogError
-from .formats import checkpoint, logdir, offset_index, producer_snapshot, properties, time_index, txn_index
+from .formats import bulk_scan, checkpoint, logdir, offset_index, producer_snapshot, properties, time_index, txn_index
 from .formats.batch import Batch, Record
+from .formats.bulk_scan import (ATTRIBUTES, BASE_OFFSET, BASE_SEQUENCE, BASE_TIMESTAMP, LAST_OFFSET_DELTA, LEADER_EPOCH,
+                                MAX_TIMESTAMP, POSITION, PRODUCER_EPOCH, PRODUCER_ID, RECORDS_COUNT, SIZE)
+from .formats.record_batch import ATTR_CODEC, ATTR_CONTROL, HEADER_SIZE
 from .formats.segment import BadEntry, SegmentFile, Stop, all_zero, offset_from_name
 from .payloads import DecodedPayload, PayloadDecoder, PayloadError, decoder_for_topic, decoders
 from .payloads import quorum_state
@@ -95,6 +98,9 @@ class DumpOptions:
     filters: Filters = field(default_factory=Filters)
     max_bytes: int | None = None
     decompress_limit: int = codecs.DEFAULT_LIMIT
+    batch_runs: bool = False
+    """Runs of clean V2 batches may come as `BatchRun` items, read in bulk by compiled code
+    (`bulk_scan`), where no filter or payload decoder applies. Only the JSON Lines renderer reads them."""
 
     @property
     def decode_records(self) -> bool:
@@ -122,6 +128,37 @@ class BatchItem:
     records: list[Record] | None = None
     decoded: list[DecodedPayload | None] | None = None
     """Parallel to `records` when a payload decoder applies."""
+
+
+RUN_BATCH_FIELDS = ("position", "size", "base_offset", "last_offset", "count", "crc", "attributes", "max_timestamp",
+                    "producer_id", "producer_epoch", "base_sequence", "last_sequence", "partition_leader_epoch",
+                    "base_timestamp", "in_payloads")
+_RUN_POSITION, _RUN_COUNT = RUN_BATCH_FIELDS.index("position"), RUN_BATCH_FIELDS.index("count")
+"""The rows of `BatchRun.batches`: the fields of each batch's `Batch` (a V2 batch with a valid CRC;
+`attributes` is the low byte, as `Batch.attributes`), and whether its records lie in `payloads`."""
+
+
+@dataclass
+class BatchRun:
+    """Consecutive V2 batches with valid CRCs, and (with deep iteration) their records exactly as
+    `decode_records` reads them, as columns: what a `BatchItem` each would hold, without the
+    objects. Only with `DumpOptions.batch_runs`."""
+
+    path: str
+    batches: object
+    """int64 numpy array [len(RUN_BATCH_FIELDS), batches]."""
+    records: object | None
+    """int64 numpy array [len(bulk_scan.RECORD_COLUMNS), records], `count` rows a batch in order; None
+    without deep iteration."""
+    headers: object | None
+    """int64 numpy array [len(bulk_scan.HEADER_COLUMNS), ...]: the rows the records name."""
+    segment: object
+    """The segment's bytes (`SegmentFile.buffer`): records of uncompressed batches are sliced from here..."""
+    payloads: bytes
+    """...and those of compressed batches from their decompressed payloads, laid end to end."""
+    pin: object = field(default=None, repr=False)
+    """A view of `segment`: a map cannot close while one is alive, so the run can still be rendered
+    after the walk has moved on."""
 
 
 @dataclass
@@ -182,7 +219,7 @@ class UnknownFile:
     reason: str
 
 
-Item = (FileStart | BatchItem | IndexEntryItem | TimeIndexEntryItem | EmptyIndex | AbortedTxnItem
+Item = (FileStart | BatchItem | BatchRun | IndexEntryItem | TimeIndexEntryItem | EmptyIndex | AbortedTxnItem
         | ProducerStateItem | CheckpointItem | Trailing | Problem | UnknownFile)
 
 # ---------------------------------------------------------------------------------------------
@@ -379,31 +416,47 @@ def _dump_log(path: str, kind: str, options: DumpOptions, topic: str | None, act
         filters = options.filters
         # hoisted out of the per-batch loop: with one small record per batch these checks cost as much as the decode
         filtering, on_records, decode_records = filters.any_set, filters.on_records, options.decode_records
-        for entry in segment.entries():
-            if type(entry) is BadEntry:
-                yield Problem(entry.error)
-                continue
-            if filtering and not filters.batch_may_match(entry):
-                continue
-            if entry.magic not in (0, 1, 2):
-                yield Problem(CorruptDataError(
-                    f"unknown magic {entry.magic}: read as {'V2' if entry.magic > 2 else 'V0'}, as Kafka's reader "
-                    "picks the format, but no Kafka version writes it", path=path,
-                    position=entry.position + 16, expected="0, 1 or 2", actual=entry.magic))
-            item = BatchItem(entry)
-            if decode_records:
-                try:
-                    records = entry.records()
-                except CorruptDataError as exc:
-                    yield item
-                    yield Problem(exc)
+        bulk = _BulkDump(segment, decode_records) if (
+            options.batch_runs and not filtering and decoder is None
+            and bulk_scan.wanted(segment.buffer, segment.end, decode_records)) else None
+        position, budget = 0, None
+        while True:
+            if bulk is not None:
+                position = yield from bulk.runs_from(position)
+                budget = bulk.then_one_by_one
+            for entry in segment.entries(position):
+                if budget is not None:  # the per-batch loop takes what the bulk path handed back, then returns it
+                    if budget == 0:
+                        position = entry.position
+                        break
+                    budget -= 1
+                if type(entry) is BadEntry:
+                    yield Problem(entry.error)
                     continue
-                item.records = [r for r in records if filters.record_matches(r)] if filtering else list(records)
-                if on_records and not item.records:
+                if filtering and not filters.batch_may_match(entry):
                     continue
-                if decoder is not None and not entry.is_control:
-                    item.decoded = [_decode(decoder, r) for r in item.records]
-            yield item
+                if entry.magic not in (0, 1, 2):
+                    yield Problem(CorruptDataError(
+                        f"unknown magic {entry.magic}: read as {'V2' if entry.magic > 2 else 'V0'}, as Kafka's reader "
+                        "picks the format, but no Kafka version writes it", path=path,
+                        position=entry.position + 16, expected="0, 1 or 2", actual=entry.magic))
+                item = BatchItem(entry)
+                if decode_records:
+                    try:
+                        records = entry.records()
+                    except CorruptDataError as exc:
+                        yield item
+                        yield Problem(exc)
+                        continue
+                    item.records = [r for r in records if filters.record_matches(r)] if filtering else list(records)
+                    if on_records and not item.records:
+                        continue
+                    if decoder is not None and not entry.is_control:
+                        item.decoded = [_decode(decoder, r) for r in item.records]
+                yield item
+            else:
+                break
+        bulk = None  # its views pin the map
         if segment.stop is Stop.CORRUPT_SIZE:
             yield Problem(segment.stop_error)
         elif segment.stop_position < segment.end:
@@ -414,6 +467,165 @@ def _dump_log(path: str, kind: str, options: DumpOptions, topic: str | None, act
             if live:
                 reason = "a batch still being written at the end of the active segment, or cut by a crash"
             yield Trailing(path, segment.stop_position, segment.end - segment.stop_position, reason, live)
+
+
+
+class _BulkDump:
+    """`BatchRun`s of the batches the compiled kernel reads (`bulk_scan`), with their records
+    decoded by `bulk_kernel.decode_each`. It hands back to the per-batch loop, in order, every batch
+    it cannot print exactly as that loop would: anything `scan` stops before (damage, legacy
+    entries, the end), control batches, payloads that do not decompress, and records that
+    `decode_records` would refuse or read differently. Those go through the per-batch loop, which
+    owns every problem; batches read but not yet printed wait for it in the columns."""
+
+    STEP = 2 << 20
+    """Segment bytes a kernel call reads (also about what the decompressed payloads may hold at once)."""
+    RECORDS = 1 << 14
+    """Initial record and header rows (grown as needed)."""
+
+    def __init__(self, segment: SegmentFile, decode_records: bool):
+        import numpy as np
+
+        self.np = np
+        self.segment = segment
+        self.decode_records = decode_records
+        self.kernel = bulk_scan.kernel()
+        self.decode_each = bulk_scan.records_kernel()
+        self.view = self.kernel.view(segment.buffer)
+        self.columns = self.kernel.columns()
+        self.records = self.headers = None
+        self.first_record = np.empty(self.columns.shape[1], dtype=np.int64)
+        self.batches = None
+        """[len(RUN_BATCH_FIELDS), n] for the batches the last kernel call read."""
+        self.row = self.n = 0
+        self.after = 0
+        self.stopped = False
+        """Whether the last kernel call stopped before an entry it cannot vouch for."""
+        self.payloads = b""
+        self.then_one_by_one = 1
+        """Entries the per-batch loop takes before trying the kernel again: doubles while the kernel
+        reads nothing (a legacy segment), back to 1 once it reads again."""
+
+    def runs_from(self, position: int) -> Iterator[BatchRun]:
+        """Yield runs from `position`; return where the per-batch loop is to take over."""
+        segment, np = self.segment, self.np
+        while True:
+            segment.release_before(position)  # what lies before was printed: the consumer asked for more
+            row = self.row + int(np.searchsorted(self.batches[_RUN_POSITION, self.row:self.n], position)) if self.n else 0
+            if row >= self.n or self.batches[_RUN_POSITION, row] != position:
+                if position >= segment.end:
+                    break
+                self._read(position)
+                if self.n == 0:
+                    self.then_one_by_one = min(self.then_one_by_one * 2, 4096)
+                    return position
+                row = 0
+            self.then_one_by_one = 1
+            stop = self.n
+            if self.decode_records:
+                refused = np.flatnonzero(self.first_record[row:stop] == bulk_scan.NOT_DECODED)
+                if len(refused):
+                    stop = row + int(refused[0])
+            if stop > row:
+                yield self._run(row, stop)
+            if stop < self.n:
+                self.row = stop + 1  # the per-batch loop prints that one
+                position = int(self.batches[_RUN_POSITION, stop])
+                break
+            self.row = self.n
+            position = self.after
+            if self.stopped:
+                break
+        segment.release_before(position)  # (`SegmentFile.entries` from there takes the pages before as released)
+        return position
+
+    def _run(self, row: int, stop: int) -> BatchRun:
+        if not self.decode_records:
+            return BatchRun(self.segment.path, self.batches[:, row:stop], None, None, self.segment.buffer,
+                            self.payloads, self.view)
+        first = int(self.first_record[row])
+        last = int(self.first_record[stop - 1] + self.batches[_RUN_COUNT, stop - 1])
+        return BatchRun(self.segment.path, self.batches[:, row:stop], self.records[:, first:last], self.headers,
+                        self.segment.buffer, self.payloads, self.view)
+
+    def _read(self, position: int) -> None:
+        """Scan from `position` into the columns, and decode the records."""
+        np, segment = self.np, self.segment
+        limit = min(segment.end, position + self.STEP)
+        columns = self.columns
+        n, after = self.kernel.scan(self.view, position, limit, segment.end, False, columns)
+        self.stopped = after < limit and n < columns.shape[1]
+        self.row, self.n, self.after, self.payloads = 0, n, after, b""
+        if not n:
+            return
+        in_payloads = np.zeros(n, dtype=np.int64)
+        if self.decode_records:
+            in_payloads = self._decode(n)
+            n = self.n
+        positions = columns[POSITION, :n]
+        crc = np.zeros(n, dtype=np.int64)
+        for at in range(17, 21):  # the stored CRC-32C, big-endian (the kernel checked it)
+            crc = (crc << 8) | self.view[positions + at]
+        delta = columns[LAST_OFFSET_DELTA, :n]
+        base_sequence = columns[BASE_SEQUENCE, :n]
+        # parse_batch's last_sequence: increment_sequence, which wraps past Int.MAX to 0
+        wraps = base_sequence > 0x7FFFFFFF - delta
+        last_sequence = np.where(base_sequence < 0, -1,
+                                 np.where(wraps, delta - (0x7FFFFFFF - base_sequence) - 1, base_sequence + delta))
+        self.batches = np.stack((
+            positions, columns[SIZE, :n], columns[BASE_OFFSET, :n],
+            columns[BASE_OFFSET, :n] + delta,  # wraps as Java's long does (parse_batch's java_long)
+            columns[RECORDS_COUNT, :n], crc, columns[ATTRIBUTES, :n], columns[MAX_TIMESTAMP, :n],
+            columns[PRODUCER_ID, :n], columns[PRODUCER_EPOCH, :n], base_sequence, last_sequence,
+            columns[LEADER_EPOCH, :n], columns[BASE_TIMESTAMP, :n], in_payloads))
+
+    def _decode(self, n: int):
+        """Decompress the payloads and decode every batch's records; returns where each batch's
+        records lie (1: in `payloads`). May keep fewer batches (`n`), to bound the payloads."""
+        np, columns, segment = self.np, self.columns, self.segment
+        attributes = columns[ATTRIBUTES, :n]
+        starts = columns[POSITION, :n] + HEADER_SIZE
+        ends = columns[POSITION, :n] + columns[SIZE, :n]
+        starts[(attributes & ATTR_CONTROL != 0) | (columns[RECORDS_COUNT, :n] < 0)] = -1  # per batch
+        in_payloads = np.zeros(n, dtype=np.int64)
+        payloads, held = [], 0
+        buffer, limit = segment.buffer, segment.decompress_limit
+        for row in np.flatnonzero((starts >= 0) & (attributes & ATTR_CODEC != 0)).tolist():
+            try:
+                payload = codecs.decompress(int(attributes[row]) & ATTR_CODEC, buffer[starts[row]:ends[row]],
+                                            magic=2, limit=limit)
+            except KafkaLogError:
+                starts[row] = -1  # the per-batch loop reports why
+                continue
+            payloads.append(payload)
+            starts[row], ends[row], in_payloads[row] = held, held + len(payload), 1
+            held += len(payload)
+            if held >= 4 * self.STEP:
+                n = self.n = row + 1  # the next kernel call reads on from the batch after it
+                self.after, self.stopped = int(columns[POSITION, row] + columns[SIZE, row]), False
+                break
+        self.payloads = b"".join(payloads)
+        payload_view = np.frombuffer(self.payloads, dtype=np.uint8)
+        # new arrays for every call: the runs of the last one may still be waiting to be rendered
+        self.records = np.empty((len(bulk_scan.RECORD_COLUMNS), self.RECORDS), dtype=np.int64)
+        self.headers = np.empty((len(bulk_scan.HEADER_COLUMNS), self.RECORDS), dtype=np.int64)
+        row = records = headers = 0
+        while True:
+            row, records, headers = self.decode_each(self.view, payload_view, columns, row, n, starts, ends,
+                                                      in_payloads, self.first_record, self.records, records,
+                                                      self.headers, headers)
+            if row == n:
+                return in_payloads[:n]
+            needed = int(columns[RECORDS_COUNT, row])  # no room for this batch's records or headers: grow
+            if records + needed > self.records.shape[1]:
+                self.records = self._grown(self.records, records, records + needed)
+            else:
+                self.headers = self._grown(self.headers, headers, 2 * self.headers.shape[1])
+
+    def _grown(self, array, used: int, at_least: int):
+        grown = self.np.empty((array.shape[0], max(at_least, 2 * array.shape[1])), dtype=array.dtype)
+        grown[:, :used] = array[:, :used]
+        return grown
 
 
 def _payload_decoder(options: DumpOptions, topic: str | None) -> PayloadDecoder | None:

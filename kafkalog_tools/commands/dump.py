@@ -108,6 +108,7 @@ def command(paths, output_format, deep_iteration, print_data_log, skip_record_me
                                 dataclasses.replace(options, deep=True),
                                 bytes_mode, master, conf, output))
     output_format = choose_format(output_format)
+    options.batch_runs = output_format == "json"  # only JSON Lines renders BatchRun items
     problems = 0
     unreadable = 0  # paths that cannot be read at all: an I/O error (exit 2), as InputError is everywhere
     writer = LineWriter()

@@ -14,8 +14,11 @@ from numba import njit, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-from .bulk_scan import (ATTRIBUTES, BASE_OFFSET, BASE_SEQUENCE, BASE_TIMESTAMP, CHECKED, FIELD_AT, LAST_OFFSET_DELTA,
-                        LEADER_EPOCH, MAX_TIMESTAMP, POSITION, PRODUCER_EPOCH, PRODUCER_ID, RECORDS_COUNT, SIZE)
+from .bulk_scan import (ATTRIBUTES, BASE_OFFSET, BASE_SEQUENCE, BASE_TIMESTAMP, CHECKED, FIELD_AT, H_KEY_LENGTH,
+                        H_KEY_START, H_VALUE_LENGTH, H_VALUE_START, LAST_OFFSET_DELTA, LEADER_EPOCH, MAX_TIMESTAMP,
+                        NOT_DECODED, POSITION, PRODUCER_EPOCH, PRODUCER_ID, R_FIRST_HEADER, R_HEADER_COUNT,
+                        R_KEY_LENGTH, R_KEY_START, R_OFFSET, R_SEQUENCE, R_SIZE, R_TIMESTAMP, R_VALUE_LENGTH,
+                        R_VALUE_START, RECORDS_COUNT, SIZE)
 from .record_batch import ATTR_CODEC, ATTR_CONTROL, ATTR_LOG_APPEND_TIME, HEADER_SIZE
 
 HARDWARE_CRC = binding.get_process_triple().startswith("x86_64") and \
@@ -293,3 +296,124 @@ def recovery_index(columns, start, stop, state, offset_entries, time_entries):
         state[MAX_TIMESTAMP_SO_FAR], state[OFFSET_OF_MAX_TIMESTAMP] = max_timestamp, offset_of_max
         state[VALID_BYTES] += columns[SIZE, row]
     return stop
+
+
+# dump: `decode_records` into columns (bulk_scan.RECORD_COLUMNS, HEADER_COLUMNS)
+_SMALLEST_RECORD = 7
+"""Bytes of a record with every field empty: length, attributes, two deltas, key, value, header count."""
+_REFUSED, _NO_ROOM = -1, -2
+_INT32_MAX = np.int64(0x7FFFFFFF)
+
+
+@_jit
+def _add_fits(base, delta):
+    """Whether base + delta stays in a long (in Python it would not wrap)."""
+    return not ((delta > 0 and base > _LONG_MAX - delta) or (delta < 0 and base < _LONG_MIN - delta))
+
+
+@_jit
+def _decode_records(data, start, end, count, base_offset, base_timestamp, max_timestamp, base_sequence,
+                    log_append_time, records, n, headers, h):
+    """`decode_records` over the records section data[start:end] into records[:, n:] and headers[:, h:].
+    Returns the rows after it, (_REFUSED, h) where `decode_records` would raise or compute past a
+    long (the per-batch path then has the batch), (_NO_ROOM, h) when the arrays are too small."""
+    if count < 0 or count > (end - start) // _SMALLEST_RECORD:
+        return _REFUSED, h
+    if n + count > records.shape[1]:
+        return _NO_ROOM, h
+    pos = start
+    for _ in range(count):
+        record_start = pos
+        length, pos = _varint(data, pos, end, 5)
+        if pos < 0 or length < 1 or pos + length > end:
+            return _REFUSED, h
+        record_end = pos + length
+        pos += 1  # attributes
+        timestamp_delta, pos = _varint(data, pos, record_end, 9)
+        if pos < 0:
+            return _REFUSED, h
+        offset_delta, pos = _varint(data, pos, record_end, 5)
+        if pos < 0 or not _add_fits(base_offset, offset_delta):
+            return _REFUSED, h
+        if log_append_time:
+            timestamp = max_timestamp
+        elif _add_fits(base_timestamp, timestamp_delta):
+            timestamp = base_timestamp + timestamp_delta
+        else:
+            return _REFUSED, h
+        if base_sequence < 0:
+            sequence = np.int64(-1)
+        elif base_sequence > _INT32_MAX - offset_delta:  # increment_sequence: past Int.MAX to 0
+            sequence = offset_delta - (_INT32_MAX - base_sequence) - 1
+        else:
+            sequence = base_sequence + offset_delta
+        records[R_OFFSET, n] = base_offset + offset_delta
+        records[R_TIMESTAMP, n] = timestamp
+        records[R_SEQUENCE, n] = sequence
+        records[R_SIZE, n] = record_end - record_start
+        for start_column, length_column in ((R_KEY_START, R_KEY_LENGTH), (R_VALUE_START, R_VALUE_LENGTH)):
+            size, pos = _varint(data, pos, record_end, 5)
+            if pos < 0:
+                return _REFUSED, h
+            if size < 0:
+                size = -1  # null
+            elif pos + size > record_end:
+                return _REFUSED, h
+            records[start_column, n] = pos
+            records[length_column, n] = size
+            pos += max(size, 0)
+        header_count, pos = _varint(data, pos, record_end, 5)
+        if pos < 0 or not 0 <= header_count <= record_end - pos:
+            return _REFUSED, h
+        if h + header_count > headers.shape[1]:
+            return _NO_ROOM, h
+        records[R_FIRST_HEADER, n] = h
+        records[R_HEADER_COUNT, n] = header_count
+        for _ in range(header_count):
+            size, pos = _varint(data, pos, record_end, 5)
+            if pos < 0 or size < 0 or pos + size > record_end:
+                return _REFUSED, h
+            headers[H_KEY_START, h] = pos
+            headers[H_KEY_LENGTH, h] = size
+            pos += size
+            size, pos = _varint(data, pos, record_end, 5)
+            if pos < 0:
+                return _REFUSED, h
+            if size < 0:
+                size = -1
+            elif pos + size > record_end:
+                return _REFUSED, h
+            headers[H_VALUE_START, h] = pos
+            headers[H_VALUE_LENGTH, h] = size
+            pos += max(size, 0)
+            h += 1
+        if pos != record_end:
+            return _REFUSED, h
+        n += 1
+    if pos != end:
+        return _REFUSED, h
+    return n, h
+
+
+@_jit
+def decode_each(segment, payloads, columns, row, stop, starts, ends, in_payloads, first_record, records, n, headers, h):
+    """`_decode_records` for batches row..stop-1 of `columns` whose records section is
+    segment[starts[i]:ends[i]] (payloads[...] where in_payloads[i]); starts[i] < 0 skips batch i.
+    Sets first_record[i] (NOT_DECODED for a batch the per-batch path must decode). Returns (row, n, h)
+    after the last batch done: before `stop` when the arrays are too small for the next one."""
+    while row < stop:
+        first_record[row] = NOT_DECODED
+        if starts[row] >= 0:
+            attributes = columns[ATTRIBUTES, row]
+            data = payloads if in_payloads[row] else segment
+            after, after_headers = _decode_records(
+                data, starts[row], ends[row], columns[RECORDS_COUNT, row], columns[BASE_OFFSET, row],
+                columns[BASE_TIMESTAMP, row], columns[MAX_TIMESTAMP, row], columns[BASE_SEQUENCE, row],
+                attributes & ATTR_LOG_APPEND_TIME != 0, records, n, headers, h)
+            if after == _NO_ROOM:
+                return row, n, h
+            if after != _REFUSED:
+                first_record[row] = n
+                n, h = after, after_headers
+        row += 1
+    return row, n, h

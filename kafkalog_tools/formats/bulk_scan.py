@@ -122,3 +122,29 @@ class Kernel:
         import numpy as np
 
         return np.frombuffer(buffer, dtype=np.uint8)
+
+
+# ---------------------------------------------------------------------------------------------
+# dump: records decoded into columns (bulk_kernel.decode_each)
+# ---------------------------------------------------------------------------------------------
+
+RECORD_COLUMNS = ("offset", "timestamp", "sequence", "size", "key_start", "key_length", "value_start",
+                  "value_length", "first_header", "header_count")
+"""One record a column, as `decode_records` reads it: lengths are -1 for a null key or value; starts
+index the bytes the batch's records were decoded from; headers are rows of `HEADER_COLUMNS`."""
+(R_OFFSET, R_TIMESTAMP, R_SEQUENCE, R_SIZE, R_KEY_START, R_KEY_LENGTH, R_VALUE_START, R_VALUE_LENGTH,
+ R_FIRST_HEADER, R_HEADER_COUNT) = range(len(RECORD_COLUMNS))
+HEADER_COLUMNS = ("key_start", "key_length", "value_start", "value_length")
+(H_KEY_START, H_KEY_LENGTH, H_VALUE_START, H_VALUE_LENGTH) = range(len(HEADER_COLUMNS))
+NOT_DECODED = -1
+"""`decode_each`'s first record row for a batch left to `decode_records` (the per-batch path)."""
+
+
+@functools.cache
+def records_kernel():
+    """`bulk_kernel.decode_each`, or None without numba."""
+    if kernel() is None:
+        return None
+    from . import bulk_kernel
+
+    return bulk_kernel.decode_each

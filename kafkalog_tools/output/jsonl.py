@@ -16,12 +16,15 @@ from __future__ import annotations
 import base64
 import binascii
 import functools
+from itertools import islice
 
 import orjson
 
 from .. import dump as d
 from ..codecs import name_of
 from ..formats.batch import TIMESTAMP_TYPES, Batch, Record
+from ..formats.record_batch import (ATTR_CODEC, ATTR_CONTROL, ATTR_DELETE_HORIZON, ATTR_LOG_APPEND_TIME,
+                                    ATTR_TRANSACTIONAL)
 from . import json_line
 
 
@@ -260,8 +263,69 @@ def batch_lines(batch: Batch, records: list[Record] | None, bytes_mode: str) -> 
     return lines
 
 
+_ATTRIBUTE_JSON = tuple(
+    (_COMPRESSION_JSON[attributes & ATTR_CODEC],
+     _TIMESTAMP_TYPE_JSON[TIMESTAMP_TYPES[1 if attributes & ATTR_LOG_APPEND_TIME else 0]],
+     _JSON_BOOL[bool(attributes & ATTR_TRANSACTIONAL)], _JSON_BOOL[bool(attributes & ATTR_CONTROL)])
+    for attributes in range(256))
+"""A batch line's compression, timestamp_type, is_transactional and is_control, by attributes byte."""
+
+
+def run_lines(run: d.BatchRun, bytes_mode: str) -> list[str]:
+    """`batch_lines` for each batch of a run and its records (with deep iteration), from the same
+    templates; keys, values and headers are sliced out of the run's bytes here."""
+    batch_template, template = _templates(run.path)
+    lines = []
+    append = lines.append
+    base64_only = bytes_mode == "base64"
+    dumps, json_bytes, attribute_json = orjson.dumps, _json_bytes, _ATTRIBUTE_JSON
+    records = None if run.records is None else zip(*run.records.tolist())
+    segment, payloads, headers = run.segment, run.payloads, run.headers
+    for (position, size, base_offset, last_offset, count, crc, attributes, max_timestamp, producer_id,
+         producer_epoch, base_sequence, last_sequence, leader_epoch, base_timestamp,
+         in_payloads) in zip(*run.batches.tolist()):
+        compression, timestamp_type, transactional, control = attribute_json[attributes]
+        append(batch_template % (
+            position, size, base_offset, last_offset, count, 2, crc, "true", compression, timestamp_type,
+            max_timestamp, producer_id, producer_epoch, base_sequence, last_sequence, transactional, control,
+            leader_epoch, base_timestamp if attributes & ATTR_DELETE_HORIZON else "null"))
+        if records is None or not count:
+            continue
+        data = payloads if in_payloads else segment
+        for (offset, timestamp, sequence, record_size, key_start, key_length, value_start, value_length,
+             first_header, header_count) in islice(records, count):
+            if value_length < 0 or base64_only:
+                value_text, value_encoding = json_bytes(
+                    None if value_length < 0 else data[value_start:value_start + value_length], base64_only)
+            else:  # inlined json_bytes, as in batch_lines
+                value = data[value_start:value_start + value_length]
+                try:
+                    value_text, value_encoding = dumps(value.decode("utf-8")).decode(), '"utf8"'
+                except UnicodeDecodeError:
+                    value_text, value_encoding = json_bytes(value, True)
+            if key_length < 0 or base64_only:
+                key_text, key_encoding = json_bytes(
+                    None if key_length < 0 else data[key_start:key_start + key_length], base64_only)
+            else:
+                key = data[key_start:key_start + key_length]
+                try:
+                    key_text, key_encoding = dumps(key.decode("utf-8")).decode(), '"utf8"'
+                except UnicodeDecodeError:
+                    key_text, key_encoding = json_bytes(key, True)
+            header_text = ",".join(
+                _HEADER % (dumps(data[k:k + k_length].decode("utf-8", "replace")).decode(),
+                           *json_bytes(None if v_length < 0 else data[v:v + v_length], base64_only))
+                for k, k_length, v, v_length in zip(*headers[:, first_header:first_header + header_count].tolist())
+            ) if header_count else ""
+            append(template % (position, offset, timestamp, sequence, record_size, key_length, value_length,
+                               key_text, key_encoding, value_text, value_encoding, header_text))
+    return lines
+
+
 def lines(item, bytes_mode: str = "auto") -> list[str]:
     """The JSON lines for one dump item (json_line of each of `objects(item, bytes_mode)`)."""
     if type(item) is d.BatchItem and item.decoded is None:
         return batch_lines(item.batch, item.records, bytes_mode)
+    if type(item) is d.BatchRun:
+        return run_lines(item, bytes_mode)
     return [json_line(obj) for obj in objects(item, bytes_mode)]

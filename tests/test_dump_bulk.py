@@ -1,0 +1,259 @@
+"""`dump --format json` through the compiled bulk path (`BatchRun` items) against the per-batch path.
+
+The bulk path hands every batch it cannot print exactly back to the per-batch loop, so the test that
+matters is the whole command run both ways (KAFKALOG_BULK=never and =always): byte-identical
+output, stderr and exit code over the corpus, damaged copies of it, and generated segments full of
+what must go back batch by batch (control batches, records that lie under a valid CRC, offsets and
+timestamps past a long) or must come out exactly (invalid UTF-8, escapes, headers, wrapping
+sequences, non-canonical varints, every codec), in both --bytes modes, with and without -d.
+"""
+from __future__ import annotations
+
+import random
+import struct
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from kafkalog_tools import codecs
+from kafkalog_tools import dump as d
+from kafkalog_tools.cli import cli
+from kafkalog_tools.errors import DecompressionError
+from kafkalog_tools.formats import bulk_scan
+from kafkalog_tools.output import jsonl
+from kafkalog_tools.formats.record_batch import (ATTR_DELETE_HORIZON, ATTR_LOG_APPEND_TIME, build_batch, build_record,
+                                                 decode_records, parse_batch)
+from tests.conftest import ROOT
+from tests.damage import corpus_paths, damaged_copies
+from tests.test_bulk_scan import _lie_in_records, generated_segment
+
+np = pytest.importorskip("numpy")
+pytest.importorskip("numba", reason="the bulk path needs numba (an install requirement)")
+KERNEL = bulk_scan.kernel()
+MODES = [(flags, bytes_mode) for flags in (["-d"], []) for bytes_mode in ("auto", "base64")]
+MODE_IDS = [f"{'deep' if flags else 'shallow'}-{bytes_mode}" for flags, bytes_mode in MODES]
+
+
+def dump_both_ways(monkeypatch, paths: list[str], *args: str) -> bytes:
+    outcomes = []
+    for mode in ("never", "always"):
+        monkeypatch.setenv(bulk_scan.MODE_VARIABLE, mode)
+        result = CliRunner().invoke(cli, ["dump", "--format", "json", *args, *paths], catch_exceptions=False)
+        outcomes.append((result.exit_code, result.stdout_bytes, result.stderr))
+    assert outcomes[1][1] == outcomes[0][1]
+    assert outcomes[1] == outcomes[0]
+    return outcomes[0][1]
+
+
+def batches_in_runs(monkeypatch, paths: list[str], deep: bool) -> tuple[int, int]:
+    """(batches that came in runs, batches one by one): proof the bulk path was taken at all."""
+    monkeypatch.setenv(bulk_scan.MODE_VARIABLE, "always")
+    in_runs = one_by_one = 0
+    for item in d.dump(paths, d.DumpOptions(deep=deep, batch_runs=True)):
+        if type(item) is d.BatchRun:
+            in_runs += item.batches.shape[1]
+        elif type(item) is d.BatchItem:
+            one_by_one += 1
+    return in_runs, one_by_one
+
+
+@pytest.mark.parametrize("flags, bytes_mode", MODES, ids=MODE_IDS)
+def test_json_dump_in_bulk_equals_batch_by_batch_on_the_corpus(monkeypatch, flags, bytes_mode):
+    paths = corpus_paths() + [str(ROOT / "fixtures" / "example-logdir")]
+    out = dump_both_ways(monkeypatch, paths, *flags, "--bytes", bytes_mode)
+    assert out.count(b'"type":"record"') > (1000 if flags else -1)
+    in_runs, one_by_one = batches_in_runs(monkeypatch, paths, deep=bool(flags))
+    assert in_runs > 1000 and one_by_one > 100, (in_runs, one_by_one)
+
+
+@pytest.mark.parametrize("bytes_mode", ["auto", "base64"])
+def test_json_dump_in_bulk_equals_batch_by_batch_on_damaged_copies(monkeypatch, tmp_path, bytes_mode):
+    out = dump_both_ways(monkeypatch, damaged_copies(tmp_path), "-d", "--bytes", bytes_mode)
+    assert b'"type":"problem"' in out and b'"type":"trailing_bytes"' in out
+
+
+# ---------------------------------------------------------------------------------------------
+# Generated segments
+# ---------------------------------------------------------------------------------------------
+
+TEXTS = [None, b"", b"plain", "h\u00e9llo \"quoted\" \\ \t\n\u2028 \U0001F600".encode(), b"\x00\x1f\x7f",
+         b"\xff\xfe not utf-8", b"\xed\xa0\x80", "caf\u00e9".encode()[:-1], b"%d %s %%"]
+
+
+def _odd_records(rng: random.Random, count: int) -> list[bytes]:
+    records = []
+    for delta in range(count):
+        headers = [(rng.choice([b"h", b"\xff\xfebad", "k\u00e9".encode(), b""]), rng.choice(TEXTS))
+                   for _ in range(rng.choice([0, 0, 1, 3]))]
+        record = build_record(delta, rng.choice([0, 7, -3, 1 << 40]), rng.choice(TEXTS), rng.choice(TEXTS), headers)
+        if rng.random() < 0.1:  # a non-canonical length varint: 0x80|low, 0x00 reads the same value
+            first = record[0]
+            record = bytes([0x80 | first, 0x00]) + record[1:] if first < 0x80 else record
+        records.append(record)
+    return records
+
+
+def odd_segment(rng: random.Random, base: int) -> bytes:
+    """Batches whose records must come out exactly, or (past a long) go back batch by batch."""
+    out = []
+    offset = base
+    for _ in range(rng.randrange(1, 30)):
+        count = rng.randrange(0, 5)
+        base_offset = offset if rng.random() < 0.9 else rng.choice([(1 << 63) - 2, -(1 << 63)])
+        base_timestamp = rng.choice([1_700_000_000_000, (1 << 63) - 3, -(1 << 63) + 1, -1])
+        base_sequence = rng.choice([-1, 0, 0x7FFFFFFF - 1, 0x7FFFFFFF])
+        attributes = rng.choice([0, 0, ATTR_LOG_APPEND_TIME, ATTR_DELETE_HORIZON, 0x10])
+        batch = build_batch(base_offset, _odd_records(rng, count), base_timestamp=base_timestamp,
+                            max_timestamp=rng.choice([-1, base_timestamp]), attributes=attributes,
+                            compression_id=codecs.IDS[rng.choice(["none", "none", "gzip", "lz4", "zstd", "snappy"])],
+                            producer_id=rng.choice([-1, 7]), producer_epoch=rng.choice([-1, 3]),
+                            base_sequence=base_sequence, partition_leader_epoch=rng.choice([-1, 0, 5]))
+        if rng.random() < 0.05:
+            batch = _lie_in_records(batch, rng)
+        out.append(batch)
+        offset += max(count, 1)
+    return b"".join(out)
+
+
+def write_partitions(root: Path, rng: random.Random, number: int) -> list[str]:
+    paths = []
+    for n in range(number):
+        partition = root / f"gen-{n}"
+        partition.mkdir()
+        base = 0
+        for _ in range(rng.randrange(1, 4)):
+            data = (generated_segment if rng.random() < 0.5 else odd_segment)(rng, base)
+            if rng.random() < 0.2:  # a tail: cut, zeros or garbage
+                data += rng.choice([data[:rng.randrange(1, 200)], bytes(rng.randrange(1, 100)), b"\x01" * 30])
+            (partition / f"{base:020d}.log").write_bytes(data)
+            base += 200
+        paths.append(str(partition))
+    return paths
+
+
+@pytest.mark.parametrize("flags, bytes_mode", MODES, ids=MODE_IDS)
+def test_json_dump_in_bulk_equals_batch_by_batch_on_generated_segments(monkeypatch, tmp_path, flags, bytes_mode):
+    paths = write_partitions(tmp_path, random.Random(23), 40)
+    out = dump_both_ways(monkeypatch, paths, *flags, "--bytes", bytes_mode)
+    assert b'"type":"problem"' in out and b'"type":"trailing_bytes"' in out
+    if flags:
+        assert b'"value_encoding":"base64"' in out and b'"headers":[{' in out
+        if bytes_mode == "auto":
+            assert b'"value_encoding":"utf8"' in out
+    in_runs, one_by_one = batches_in_runs(monkeypatch, paths, deep=bool(flags))
+    assert in_runs > 500 and one_by_one > (50 if flags else -1), (in_runs, one_by_one)
+
+
+def test_json_dump_in_bulk_with_max_bytes(monkeypatch, tmp_path):
+    paths = write_partitions(tmp_path, random.Random(29), 10)
+    for max_bytes in ("100", "5000", "20000"):
+        dump_both_ways(monkeypatch, paths, "-d", "--max-bytes", max_bytes)
+
+
+def test_json_dump_in_bulk_over_many_kernel_calls(monkeypatch, tmp_path):
+    """More records, headers and bytes than one call's columns and arrays hold, with batches to
+    hand back in between."""
+    rng = random.Random(31)
+    header = [(b"h", b"v")] * 3
+    batches, offset = [], 0
+    while sum(map(len, batches)) < 3 * d._BulkDump.STEP:
+        count = rng.choice([1, 1, 50, 400])
+        records = [build_record(i, i, b"k%d" % i, b"v" * rng.randrange(0, 2000), header) for i in range(count)]
+        batch = build_batch(offset, records, base_timestamp=1, max_timestamp=count,
+                            compression_id=codecs.IDS[rng.choice(["none", "lz4"])],
+                            attributes=0x20 if rng.random() < 0.01 else 0)
+        batches.append(batch)
+        offset += count
+    partition = tmp_path / "big-0"
+    partition.mkdir()
+    (partition / f"{0:020d}.log").write_bytes(b"".join(batches))
+    out = dump_both_ways(monkeypatch, [str(partition)], "-d")
+    assert out.count(b'"type":"record"') == offset
+
+
+def test_runs_stay_renderable_after_the_walk_moves_on(monkeypatch, tmp_path):
+    """Items collected first and rendered afterwards (the segment closed, later kernel calls made)
+    give the lines they give when rendered as they come."""
+    paths = write_partitions(tmp_path, random.Random(41), 5)
+    big = tmp_path / "big-0"
+    big.mkdir()
+    batch = build_batch(0, [build_record(0, 0, b"k", b"v" * 500)])
+    (big / f"{0:020d}.log").write_bytes(b"".join(
+        (offset).to_bytes(8, "big") + batch[8:] for offset in range(3 * d._BulkDump.STEP // len(batch))))
+    paths.append(str(big))
+    monkeypatch.setenv(bulk_scan.MODE_VARIABLE, "always")
+    items = list(d.dump(paths, d.DumpOptions(deep=True, batch_runs=True)))
+    assert sum(type(item) is d.BatchRun for item in items) > 3
+    rendered = "".join(line + "\n" for item in items for line in jsonl.lines(item)).encode()
+    assert rendered == dump_both_ways(monkeypatch, paths, "-d")
+
+
+# ---------------------------------------------------------------------------------------------
+# The records kernel against decode_records
+# ---------------------------------------------------------------------------------------------
+
+
+def kernel_records(batch: bytes) -> list[tuple] | None:
+    """decode_each's reading of the batch's records (as decode_records' fields), or None if refused."""
+    view = KERNEL.view(batch)
+    columns = KERNEL.columns(1)
+    n, _ = KERNEL.scan(view, 0, len(batch), len(batch), False, columns)
+    assert n == 1
+    payload = parse_batch(batch, 0, "generated").payload()
+    records = np.empty((len(bulk_scan.RECORD_COLUMNS), 64), dtype=np.int64)
+    headers = np.empty((len(bulk_scan.HEADER_COLUMNS), 4), dtype=np.int64)  # small: the kernel asks for room
+    first = np.empty(1, dtype=np.int64)
+    starts, ends = np.array([0]), np.array([len(payload)])
+    row = used = used_headers = 0
+    while row == 0:
+        row, used, used_headers = bulk_scan.records_kernel()(
+            view, np.frombuffer(payload, dtype=np.uint8), columns, 0, 1, starts, ends, np.array([1]), first,
+            records, 0, headers, 0)
+        if row == 0:
+            headers = np.empty((headers.shape[0], 2 * headers.shape[1]), dtype=np.int64)
+    if first[0] == bulk_scan.NOT_DECODED:
+        return None
+
+    def part(start, length):
+        return None if length < 0 else payload[start:start + length]
+
+    out = []
+    for r in range(first[0], used):
+        (offset, timestamp, sequence, size, key_start, key_length, value_start, value_length, first_header,
+         header_count) = records[:, r].tolist()
+        record_headers = [(part(*headers[0:2, h].tolist()), part(*headers[2:4, h].tolist()))
+                          for h in range(first_header, first_header + header_count)]
+        out.append((offset, timestamp, sequence, size, part(key_start, key_length), part(value_start, value_length),
+                    record_headers))
+    return out
+
+
+def test_records_kernel_reads_what_decode_records_reads():
+    rng = random.Random(37)
+    decoded = refused = 0
+    for _ in range(1500):
+        segment = odd_segment(rng, 0)
+        position = 0
+        while position < len(segment):
+            batch = parse_batch(segment, position, "generated")
+            data = segment[position:batch.end]
+            position = batch.end
+            if batch.is_control:
+                continue
+            try:
+                batch.payload()
+            except DecompressionError:
+                continue  # the bulk path does not decompress it either
+            try:
+                expected = [(r.offset, r.timestamp, r.sequence, r.size, r.key, r.value, r.headers)
+                            for r in decode_records(batch)]
+            except Exception:
+                expected = None
+            got = kernel_records(data)
+            if got is None:
+                refused += 1
+            else:
+                decoded += 1
+                assert got == expected
+    assert decoded > 5000 and refused > 200, (decoded, refused)
