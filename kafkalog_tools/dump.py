@@ -418,7 +418,7 @@ def _dump_log(path: str, kind: str, options: DumpOptions, topic: str | None, act
         filtering, on_records, decode_records = filters.any_set, filters.on_records, options.decode_records
         bulk = _BulkDump(segment, decode_records) if (
             options.batch_runs and not filtering and decoder is None
-            and bulk_scan.wanted(segment.buffer, segment.end, decode_records)) else None
+            and bulk_scan.wanted(segment.buffer, segment.end, decode_records, bulk_scan.DUMP_COSTS)) else None
         position, budget = 0, None
         while True:
             if bulk is not None:

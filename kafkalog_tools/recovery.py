@@ -311,7 +311,7 @@ def recover_segment(segment: SegmentFile, producer_state: ProducerState,
         raise InputError("segment file name does not start with a base offset", path=segment.path)
     result = SegmentRecovery(segment.path, base, segment.file_size)
     walk = _RecoveryWalk(segment, result, producer_state, index_interval_bytes, on_progress)
-    bulk = _RecoveryInBulk(walk) if bulk_scan.wanted(segment.buffer, segment.end, deep=False) else None
+    bulk = _RecoveryInBulk(walk) if bulk_scan.wanted(segment.buffer, segment.end, records=False) else None
     try:
         position: int | None = 0
         while position is not None:

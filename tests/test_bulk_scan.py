@@ -246,8 +246,8 @@ def test_auto_loads_the_kernel_only_where_it_pays(tmp_path):
     assert _imports_numba(small, "always")
     large = tmp_path / "large-0"
     large.mkdir()
-    (large / f"{0:020d}.log").write_bytes(b"".join(one for _ in range(100_000)))
-    assert _imports_numba(large)  # ~0.75 s batch by batch
+    (large / f"{0:020d}.log").write_bytes(b"".join(one for _ in range(150_000)))
+    assert _imports_numba(large)  # ~1.1 s batch by batch
 
 
 # ---------------------------------------------------------------------------------------------

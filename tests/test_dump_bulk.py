@@ -10,7 +10,6 @@ sequences, non-canonical varints, every codec), in both --bytes modes, with and 
 from __future__ import annotations
 
 import random
-import struct
 from pathlib import Path
 
 import pytest

@@ -12,7 +12,7 @@ did not or could not walk. The per-batch path takes those over and owns every fi
 paths cannot disagree on what is wrong: this one only says less, sooner.
 
 numba is optional: without it (or with KAFKALOG_BULK=never) callers take the per-batch path. Its
-import and the cached machine code cost ~0.5 s, so `auto` uses it only where it pays. The field
+import and the cached machine code cost ~0.8 s, so `auto` uses it only where it pays. The field
 offsets come from `BATCH_HEADER`, the schema in record_batch.py.
 """
 from __future__ import annotations
@@ -22,7 +22,7 @@ import os
 import warnings
 
 from ..schema import struct_fields
-from .record_batch import ATTR_CODEC, BATCH_HEADER, HEADER_SIZE, LOG_OVERHEAD
+from .record_batch import BATCH_HEADER, HEADER_SIZE, LOG_OVERHEAD
 
 MODE_VARIABLE = "KAFKALOG_BULK"
 """`auto` (default): the compiled scan where it pays (see `wanted`); `always`; `never`."""
@@ -55,19 +55,22 @@ def mode() -> str:
     return value if value in ("auto", "always", "never") else "auto"
 
 
-PER_BATCH_SECONDS = 6e-6
-PER_RECORD_SECONDS = 1.5e-6
-"""What the per-batch path costs (measured: bench/RESULTS.md), for `auto` to weigh against LOAD_SECONDS."""
-LOAD_SECONDS = 0.5
-"""Importing numba and loading the cached kernel: ~0.3 s and ~0.2 s here."""
+CHECK_COSTS = (6e-6, 1.5e-6)
+"""Seconds the per-batch path of verify and rebuild-index spends per batch, and per record when it
+reads them (bench/RESULTS.md, one-record and lz4 batches)."""
+DUMP_COSTS = (12e-6, 4e-6)
+"""The same for dump JSON Lines, which builds a line per batch and per record."""
+LOAD_SECONDS = 0.8
+"""Importing numba and loading the cached kernels: ~0.4 s and ~0.2-0.4 s here."""
 _avoided = 0.0
 """Estimated per-batch seconds `auto` chose so far in this process: once that would have paid for
 the load, the kernel is loaded (a ski-rental rule: never worse than twice the better choice)."""
 
 
-def wanted(buffer, end: int, deep: bool) -> bool:
-    """Whether to scan this segment's bytes in bulk. `auto` estimates the per-batch cost from the
-    first batch's size and record count (V2 only) and loads the kernel once it pays."""
+def wanted(buffer, end: int, records: bool, costs: tuple[float, float] = CHECK_COSTS) -> bool:
+    """Whether to scan this segment's bytes in bulk. `auto` estimates the per-batch path's cost
+    (`costs`: per batch, per record when `records` are read) from the first batch's size and
+    record count (V2 only), and loads the kernel once that would have paid for it."""
     global _avoided
     chosen = mode()
     if chosen == "never" or end < HEADER_SIZE:
@@ -77,10 +80,9 @@ def wanted(buffer, end: int, deep: bool) -> bool:
             return False
         size = LOG_OVERHEAD + int.from_bytes(buffer[FIELD_AT["batch_length"]:FIELD_AT["batch_length"] + 4], "big")
         count = int.from_bytes(buffer[FIELD_AT["records_count"]:FIELD_AT["records_count"] + 4], "big", signed=True)
-        uncompressed = buffer[FIELD_AT["attributes"] + 1] & ATTR_CODEC == 0
         batches = end / max(size, HEADER_SIZE)
-        seconds = batches * PER_BATCH_SECONDS + (batches * max(count, 0) * PER_RECORD_SECONDS
-                                                 if deep and uncompressed else 0.0)
+        per_batch, per_record = costs
+        seconds = batches * (per_batch + (max(count, 0) * per_record if records else 0.0))
         if kernel.cache_info().currsize == 0 and _avoided + seconds < LOAD_SECONDS:
             _avoided += seconds
             return False
