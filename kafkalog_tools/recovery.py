@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from array import array
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,6 +28,7 @@ from typing import Callable, Iterable, Iterator
 from .errors import CorruptDataError, InputError, KafkaLogError
 from .formats import offset_index, producer_snapshot, time_index, txn_index
 from .formats.index_file import read_index_bytes
+from .schema import derive_struct, struct_fields
 from .formats.batch import INT32_MAX, Batch
 from .formats.logdir import LOCAL, LocalFiles, LogDir, PartitionDir, Segment, classify, read_partition_dir
 from .formats import bulk_scan
@@ -267,6 +269,61 @@ class ProducerState:
 # ---------------------------------------------------------------------------------------------
 
 
+class EntryColumns:
+    """Index entries as two int64 columns, (offset, position) or (timestamp, offset): a 1 GiB
+    segment of small batches gets ~260k entries, which as tuples cost ~25 MB and a loop to pack."""
+
+    def __init__(self, entries: Iterable[tuple[int, int]] = ()):
+        self.first, self.second = array("q"), array("q")
+        for entry in entries:
+            self.append(entry)
+
+    def append(self, entry: tuple[int, int]) -> None:
+        self.first.append(entry[0])
+        self.second.append(entry[1])
+
+    def extend_columns(self, first, second) -> None:
+        """From int64 numpy columns."""
+        self.first.frombytes(first.tobytes())
+        self.second.frombytes(second.tobytes())
+
+    def __len__(self) -> int:
+        return len(self.first)
+
+    def __getitem__(self, slot: int) -> tuple[int, int]:
+        return self.first[slot], self.second[slot]
+
+    def __iter__(self) -> Iterator[tuple[int, int]]:
+        return zip(self.first, self.second)
+
+    def __eq__(self, other) -> bool:
+        return list(self) == list(other)
+
+    def __repr__(self) -> str:
+        return f"EntryColumns({list(self)!r})"
+
+    def pack(self, schema, *fields) -> bytes:
+        """The index file's bytes: each entry laid out by `schema`, whose two fields take the first
+        and the second column; a field given as (name, base) stores the value minus base. numpy
+        packs many entries; a few need not import it."""
+        bases = {name: base for name, base in (spec if isinstance(spec, tuple) else (spec, 0) for spec in fields)}
+        names = [spec[0] if isinstance(spec, tuple) else spec for spec in fields]
+        if len(self) < 1000:
+            layout = derive_struct(schema)
+            order = [name for name, _ in struct_fields(schema)]
+            return b"".join(layout.pack(*(values[names.index(name)] - bases[name] for name in order))
+                            for values in self)
+        import numpy as np
+
+        from .formats.index_file import entry_dtype
+
+        entries = np.empty(len(self), dtype=entry_dtype(schema))
+        for column, spec in zip((self.first, self.second), fields):
+            name, base = spec if isinstance(spec, tuple) else (spec, 0)
+            entries[name] = np.frombuffer(column, dtype=np.int64) - base if len(column) else []
+        return entries.tobytes()
+
+
 @dataclass
 class SegmentRecovery:
     """What recovery makes of one segment: its valid prefix and the three indexes over it."""
@@ -276,9 +333,9 @@ class SegmentRecovery:
     file_size: int
     valid_bytes: int = 0
     batches: int = 0
-    offset_entries: list[tuple[int, int]] = field(default_factory=list)
+    offset_entries: "EntryColumns" = field(default_factory=lambda: EntryColumns())
     """(absolute offset, position)"""
-    time_entries: list[tuple[int, int]] = field(default_factory=list)
+    time_entries: "EntryColumns" = field(default_factory=lambda: EntryColumns())
     """(timestamp, absolute offset)"""
     aborted_txns: list[AbortedTxn] = field(default_factory=list)
     max_timestamp: int = -1
@@ -293,10 +350,10 @@ class SegmentRecovery:
         return self.file_size - self.valid_bytes
 
     def index_bytes(self) -> bytes:
-        return offset_index.build(self.offset_entries, self.base_offset)
+        return self.offset_entries.pack(offset_index.ENTRY_SCHEMA, ("relative_offset", self.base_offset), "position")
 
     def timeindex_bytes(self) -> bytes:
-        return time_index.build(self.time_entries, self.base_offset)
+        return self.time_entries.pack(time_index.ENTRY_SCHEMA, "timestamp", ("relative_offset", self.base_offset))
 
     def txnindex_bytes(self) -> bytes:
         return txn_index.build(self.aborted_txns)
@@ -495,9 +552,9 @@ class _RecoveryInBulk:
         new_times = np.empty((2, stop - start), dtype=np.int64)
         stopped = self.recovery_index(self.columns, start, stop, state, new_offsets, new_times)
         added = int(state[k.OFFSET_ENTRIES]) - len(offsets)
-        offsets.extend(zip(new_offsets[0, :added].tolist(), new_offsets[1, :added].tolist()))
+        offsets.extend_columns(new_offsets[0, :added], new_offsets[1, :added])
         added = int(state[k.TIME_ENTRIES]) - len(times)
-        times.extend(zip(new_times[0, :added].tolist(), new_times[1, :added].tolist()))
+        times.extend_columns(new_times[0, :added], new_times[1, :added])
         result.valid_bytes, walk.last_indexed_position = int(state[k.VALID_BYTES]), int(state[k.LAST_INDEXED_POSITION])
         result.max_timestamp, result.offset_of_max_timestamp = (int(state[k.MAX_TIMESTAMP_SO_FAR]),
                                                                 int(state[k.OFFSET_OF_MAX_TIMESTAMP]))

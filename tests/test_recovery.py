@@ -361,3 +361,14 @@ def test_a_path_that_is_not_a_segment_is_an_input_error(tmp_path):
     other.write_text("x")
     with pytest.raises(InputError, match="not a segment file"):
         Rebuild([other])
+
+
+@pytest.mark.parametrize("count", [0, 5, 999, 1000, 5000], ids=lambda n: f"{n}-entries")
+def test_entry_columns_pack_as_the_index_builders_do(count):
+    """A few entries are packed with struct, many with numpy; both as offset_index/time_index.build."""
+    offsets = [(1000 + i * 3, i * 4096) for i in range(count)]
+    times = [(1_700_000_000_000 + i * 7, 1000 + i) for i in range(count)]
+    assert recovery.EntryColumns(offsets).pack(offset_index.ENTRY_SCHEMA, ("relative_offset", 1000), "position") \
+        == offset_index.build(offsets, 1000)
+    assert recovery.EntryColumns(times).pack(time_index.ENTRY_SCHEMA, "timestamp", ("relative_offset", 1000)) \
+        == time_index.build(times, 1000)
