@@ -9,6 +9,7 @@ zero end mark. For magic 0 Kafka computes the header checksum over the frame mag
 """
 from __future__ import annotations
 
+import functools
 import struct
 
 import lz4.block
@@ -59,7 +60,13 @@ def xxh32(data: bytes, seed: int = 0) -> int:
 def header_checksum(frame_start: bytes, descriptor_end: int, magic: int) -> int:
     """The HC byte Kafka writes: over FLG..BD per the spec, over magic..BD for magic 0."""
     start = 0 if magic == 0 else 4
-    return (xxh32(frame_start[start:descriptor_end]) >> 8) & 0xFF
+    return _descriptor_checksum(bytes(frame_start[start:descriptor_end]))
+
+
+@functools.lru_cache(maxsize=64)
+def _descriptor_checksum(descriptor: bytes) -> int:
+    """Kafka writes the same few descriptors in every batch: xxh32 in Python once each, not per batch."""
+    return (xxh32(descriptor) >> 8) & 0xFF
 
 
 def decompress(data: bytes, limit: int, magic: int) -> bytes:
