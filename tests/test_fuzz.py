@@ -7,6 +7,9 @@ exhaustion, a read-only command writing, or output from beyond a symbolic link f
 """
 from __future__ import annotations
 
+import pytest
+
+from kafkalog_tools.formats import bulk_scan
 from kafkalog_tools.fuzz import runner
 from tests.conftest import GOLDEN, REAL
 
@@ -14,9 +17,12 @@ SEED = 20_250_601
 CASES = 400
 
 
-def test_the_short_fuzz_run_finds_nothing():
+@pytest.mark.parametrize("bulk", ["auto", "always"], ids=["auto", "bulk-scan-always"])
+def test_the_short_fuzz_run_finds_nothing(monkeypatch, bulk):
+    """`always` sends the hostile segments through the compiled bulk scan too (workers inherit it)."""
+    monkeypatch.setenv(bulk_scan.MODE_VARIABLE, bulk)
     corpus = [root for root in (GOLDEN, REAL) if root.exists()]  # without it: synthesized seeds only
-    report = runner.run(SEED, cases=CASES, corpus=corpus, workers=2)
+    report = runner.run(SEED + (bulk == "always"), cases=CASES, corpus=corpus, workers=2)
     print(f"{report.cases} cases, {report.runs} command runs in {report.seconds} s; exit codes {report.exit_codes}; "
           f"peak worker RSS {report.max_rss_mib} MiB; slowest run {report.slowest[0]} s")
     assert report.cases == CASES and report.runs >= 8 * CASES
