@@ -489,10 +489,9 @@ class _BulkDump:
         self.np = np
         self.segment = segment
         self.decode_records = decode_records
-        self.kernel = bulk_scan.kernel()
+        self.reader = bulk_scan.Reader(segment, self.STEP)
         self.decode_each = bulk_scan.records_kernel()
-        self.view = self.kernel.view(segment.buffer)
-        self.columns = self.kernel.columns()
+        self.view, self.columns = self.reader.view, self.reader.columns
         self.records = self.headers = None
         self.first_record = np.empty(self.columns.shape[1], dtype=np.int64)
         self.batches = None
@@ -502,9 +501,10 @@ class _BulkDump:
         self.stopped = False
         """Whether the last kernel call stopped before an entry it cannot vouch for."""
         self.payloads = b""
-        self.then_one_by_one = 1
-        """Entries the per-batch loop takes before trying the kernel again: doubles while the kernel
-        reads nothing (a legacy segment), back to 1 once it reads again."""
+
+    @property
+    def then_one_by_one(self) -> int:
+        return self.reader.then_one_by_one
 
     def runs_from(self, position: int) -> Iterator[BatchRun]:
         """Yield runs from `position`; return where the per-batch loop is to take over."""
@@ -517,10 +517,10 @@ class _BulkDump:
                     break
                 self._read(position)
                 if self.n == 0:
-                    self.then_one_by_one = min(self.then_one_by_one * 2, 4096)
+                    self.reader.read_anything(False)
                     return position
                 row = 0
-            self.then_one_by_one = 1
+            self.reader.read_anything(True)
             stop = self.n
             if self.decode_records:
                 refused = np.flatnonzero(self.first_record[row:stop] == bulk_scan.NOT_DECODED)
@@ -550,11 +550,9 @@ class _BulkDump:
 
     def _read(self, position: int) -> None:
         """Scan from `position` into the columns, and decode the records."""
-        np, segment = self.np, self.segment
-        limit = min(segment.end, position + self.STEP)
+        np = self.np
         columns = self.columns
-        n, after = self.kernel.scan(self.view, position, limit, segment.end, False, columns)
-        self.stopped = after < limit and n < columns.shape[1]
+        n, after, self.stopped = self.reader.read(position, False)
         self.row, self.n, self.after, self.payloads = 0, n, after, b""
         if not n:
             return
@@ -566,12 +564,8 @@ class _BulkDump:
         crc = np.zeros(n, dtype=np.int64)
         for at in range(17, 21):  # the stored CRC-32C, big-endian (the kernel checked it)
             crc = (crc << 8) | self.view[positions + at]
-        delta = columns[LAST_OFFSET_DELTA, :n]
-        base_sequence = columns[BASE_SEQUENCE, :n]
-        # parse_batch's last_sequence: increment_sequence, which wraps past Int.MAX to 0
-        wraps = base_sequence > 0x7FFFFFFF - delta
-        last_sequence = np.where(base_sequence < 0, -1,
-                                 np.where(wraps, delta - (0x7FFFFFFF - base_sequence) - 1, base_sequence + delta))
+        delta, base_sequence = columns[LAST_OFFSET_DELTA, :n], columns[BASE_SEQUENCE, :n]
+        last_sequence = bulk_scan.last_sequences(base_sequence, delta)
         self.batches = np.stack((
             positions, columns[SIZE, :n], columns[BASE_OFFSET, :n],
             columns[BASE_OFFSET, :n] + delta,  # wraps as Java's long does (parse_batch's java_long)

@@ -155,7 +155,7 @@ class ProducerState:
         if self.on_anomaly is None:
             return plan
         epoch, base_sequence = columns[bulk_scan.PRODUCER_EPOCH, order], columns[bulk_scan.BASE_SEQUENCE, order]
-        last_sequence = _last_sequences(base_sequence, columns[bulk_scan.LAST_OFFSET_DELTA, order])
+        last_sequence = bulk_scan.last_sequences(base_sequence, columns[bulk_scan.LAST_OFFSET_DELTA, order])
         previous_epoch, previous_sequence = np.empty_like(epoch), np.empty_like(last_sequence)
         previous_epoch[1:], previous_sequence[1:] = epoch[:-1], last_sequence[:-1]
         previous_epoch[firsts] = [-1 if status is None else status.epoch for status in known]
@@ -177,7 +177,7 @@ class ProducerState:
             self.producers[producer_id] = ProducerStatus(
                 producer_id, int(columns[bulk_scan.PRODUCER_EPOCH, row]), -1 if old is None else old.coordinator_epoch,
                 int(columns[bulk_scan.MAX_TIMESTAMP, row]), None,
-                int(_last_sequences(columns[bulk_scan.BASE_SEQUENCE, row], columns[bulk_scan.LAST_OFFSET_DELTA, row])),
+                int(bulk_scan.last_sequences(columns[bulk_scan.BASE_SEQUENCE, row], columns[bulk_scan.LAST_OFFSET_DELTA, row])),
                 last_offset, last_offset - base_offset)
 
     def _apply_data(self, batch: Batch, status: ProducerStatus) -> None:
@@ -392,14 +392,6 @@ def recover_segment(segment: SegmentFile, producer_state: ProducerState,
     return result
 
 
-def _last_sequences(base_sequence, delta):
-    """parse_batch's last sequence (-1 without a sequence; wrapping past Int.MAX), on numpy values."""
-    import numpy as np
-
-    return np.where(base_sequence < 0, -1, np.where(base_sequence > INT32_MAX - delta,
-                                                    delta - (INT32_MAX - base_sequence) - 1, base_sequence + delta))
-
-
 class _RecoveryWalk:
     """recover_segment's loop body, batch by batch, and where it has got to."""
 
@@ -466,40 +458,38 @@ class _RecoveryInBulk:
     without a producer id, whose offsets fit the segment, are indexed by the kernel; any other goes
     through `_RecoveryWalk.take` in order, and the kernel stops before what it cannot vouch for."""
 
-    STEP = 8 << 20
-
     def __init__(self, walk: _RecoveryWalk):
         from .formats import bulk_kernel
 
         self.walk = walk
-        self.kernel = bulk_scan.kernel()
+        self.reader = bulk_scan.Reader(walk.segment)
+        self.columns = self.reader.columns
         self.recovery_index = bulk_kernel.recovery_index
-        self.view = self.kernel.view(walk.segment.buffer)
-        self.columns = self.kernel.columns()
-        self.then_one_by_one = 1
-        """As in verify's `_BulkScan`: doubles while the kernel reads nothing."""
+
+    @property
+    def then_one_by_one(self) -> int:
+        return self.reader.then_one_by_one
 
     def recover_from(self, position: int) -> int | None:
         """Recover what the kernel vouches for from `position`; return where the per-batch path
         goes on, or None when recovery stopped at a batch taken here."""
         import numpy as np
 
-        walk, segment, result = self.walk, self.walk.segment, self.walk.result
+        walk, segment, result, columns = self.walk, self.walk.segment, self.walk.result, self.columns
         lowest, highest = result.base_offset, result.base_offset + INT32_MAX
         start = position
-        while position < segment.end:
-            limit = min(segment.end, position + self.STEP)
-            n, after = self.kernel.scan(self.view, position, limit, segment.end, False, self.columns)
-            columns = self.columns
+        stopped = False
+        while position < segment.end and not stopped:
+            n, after, stopped = self.reader.read(position, False)
             last = columns[bulk_scan.BASE_OFFSET, :n] + columns[bulk_scan.LAST_OFFSET_DELTA, :n]
             attributes = columns[bulk_scan.ATTRIBUTES, :n]
             one_by_one = (last < lowest) | (last > highest) | (attributes & ATTR_CONTROL != 0) | \
                 ((columns[bulk_scan.PRODUCER_ID, :n] >= 0) & (attributes & ATTR_TRANSACTIONAL != 0))
             done = 0
             for row in np.flatnonzero(one_by_one).tolist() + [n]:
-                stopped = self._recover_run(done, row, last)
-                if stopped < row:
-                    return int(columns[bulk_scan.POSITION, stopped])
+                stopped_at = self._recover_run(done, row, last)
+                if stopped_at < row:
+                    return int(columns[bulk_scan.POSITION, stopped_at])
                 if row == n:
                     break
                 if not walk.take(self._batch(row)):
@@ -508,9 +498,7 @@ class _RecoveryInBulk:
             walk.report()
             segment.release_before(after)
             position = after
-            if after < limit and n < columns.shape[1]:
-                break  # before an entry the kernel does not vouch for
-        self.then_one_by_one = min(self.then_one_by_one * 2, 4096) if position == start else 1
+        self.reader.read_anything(position != start)
         return position
 
     def _batch(self, row: int) -> Batch:

@@ -1065,38 +1065,27 @@ class _BulkScan:
     control batch) goes through `_accept` itself, in order; the kernel stops before anything else
     and `_walk_from`'s per-batch path takes it from there."""
 
-    STEP = 8 << 20
-    """Bytes per kernel call: the pages behind are then released, as `SegmentFile.entries` does."""
-
     def __init__(self, scan: _LogScan):
         self.scan = scan
-        self.kernel = bulk_scan.kernel()
-        self.view = self.kernel.view(scan.log.buffer)
-        self.columns = self.kernel.columns()
-        self.then_one_by_one = 1
-        """Entries the per-batch path takes before trying the kernel again: doubles while the
-        kernel reads nothing (a legacy segment), back to 1 once it reads again."""
+        self.reader = bulk_scan.Reader(scan.log)
+        self.kernel = self.reader.kernel
+
+    @property
+    def then_one_by_one(self) -> int:
+        return self.reader.then_one_by_one
 
     def accept_from(self, position: int) -> int:
         """Accept what the kernel vouches for from `position`; return where it stopped."""
-        scan, log = self.scan, self.scan.log
-        segment_base, end = scan.segment.base_offset, log.end
-        lowest, highest = segment_base, segment_base + INT32_MAX
+        scan, log, reader = self.scan, self.scan.log, self.reader
+        lowest, highest = scan.segment.base_offset, scan.segment.base_offset + INT32_MAX
         start = position
-        while position < end:
-            limit = min(end, position + self.STEP)
-            n, after = self.kernel.scan(self.view, position, limit, end, scan.deep, self.columns)
+        stopped = False
+        while position < log.end and not stopped:
+            n, position, stopped = reader.read(position, scan.deep)
             if n:
-                self._accept(self.columns[:, :n].copy(), lowest, highest)
-                log.release_before(after)
-            if after < limit and n < self.columns.shape[1]:
-                position = after
-                break
-            position = after
-        if position == start:
-            self.then_one_by_one = min(self.then_one_by_one * 2, 4096)
-        else:
-            self.then_one_by_one = 1
+                self._accept(reader.columns[:, :n].copy(), lowest, highest)
+                log.release_before(position)
+        reader.read_anything(position != start)
         return position
 
     def _accept(self, columns, lowest: int, highest: int) -> None:
@@ -1139,7 +1128,7 @@ class _BulkScan:
             payloads.append(payload)
             bounds.append(bounds[-1] + len(payload))
             kept.append(row)
-            if bounds[-1] >= self.STEP:  # bound what is held at once (each batch is bounded by `limit`)
+            if bounds[-1] >= self.reader.step:  # bound what is held at once (each batch is bounded by `limit`)
                 self._agree(payloads, bounds, columns, kept)
                 payloads, bounds, kept = [], [0], []
         if kept:

@@ -105,6 +105,43 @@ def kernel():
     return loaded
 
 
+class Reader:
+    """A segment read by the kernel a byte range at a time: what verify, rebuild-index and dump
+    share. The caller takes the batches of each call, then lets the per-batch path take over where
+    the kernel stopped; `then_one_by_one` says for how many entries before it tries again."""
+
+    def __init__(self, segment, step: int = 8 << 20):
+        self.segment = segment
+        self.step = step
+        """Bytes per call: the pages behind are then released, as `SegmentFile.entries` does."""
+        self.kernel = kernel()
+        self.view = self.kernel.view(segment.buffer)
+        self.columns = self.kernel.columns()
+        self.then_one_by_one = 1
+        """Doubles while the kernel reads nothing at all (a legacy segment), back to 1 once it does."""
+
+    def read(self, position: int, deep: bool) -> tuple[int, int, bool]:
+        """One call from `position`: (batches now in `columns`, where the next entry starts, whether
+        the kernel stopped before an entry it cannot vouch for rather than at the range's end)."""
+        end = self.segment.end
+        limit = min(end, position + self.step)
+        n, after = self.kernel.scan(self.view, position, limit, end, deep, self.columns)
+        return n, after, after < limit and n < self.columns.shape[1]
+
+    def read_anything(self, any_read: bool) -> None:
+        """After a pass over the kernel: whether it read any batch."""
+        self.then_one_by_one = 1 if any_read else min(self.then_one_by_one * 2, 4096)
+
+
+def last_sequences(base_sequence, delta):
+    """parse_batch's last sequence on numpy columns: -1 without a sequence, wrapping past Int.MAX
+    to 0 as `increment_sequence` does."""
+    import numpy as np
+
+    return np.where(base_sequence < 0, -1, np.where(base_sequence > 0x7FFFFFFF - delta,
+                                                    delta - (0x7FFFFFFF - base_sequence) - 1, base_sequence + delta))
+
+
 class Kernel:
     """The compiled scan, and the numpy arrays it reads and fills."""
 
