@@ -326,3 +326,18 @@ def test_recovery_in_bulk_equals_batch_by_batch(monkeypatch, tmp_path):
     outcomes = [recover_both_ways(monkeypatch, log, interval) for log in logs for interval in (0, 4096)]
     assert sum(o.failure is not None for o in outcomes) > 5 and sum(o.invalid is not None for o in outcomes) > 5
     assert sum(len(o.offset_entries) for o in outcomes) > 5_000
+
+
+def test_prefetch_maps_the_next_range_on_this_linux(tmp_path):
+    """The prefetch is live here (MADV_POPULATE_READ exists), not a path that silently switched off."""
+    path = tmp_path / f"{0:020d}.log"
+    path.write_bytes(b"".join(build_batch(n, [build_record(0, 0, None, b"x" * 1000)]) for n in range(3000)))
+    with SegmentFile(path) as log:
+        prefetch = KERNEL.prefetch(log.buffer)
+        if prefetch is None:
+            pytest.skip("one CPU: no second core to prefetch on")
+        for start in range(0, log.end, 1 << 20):
+            prefetch.ahead(start, min(log.end, start + (1 << 20)))
+        prefetch.ahead(log.end, log.end)  # waits for the last one
+        assert prefetch.working
+        assert KERNEL.prefetch(bytes(100)) is None

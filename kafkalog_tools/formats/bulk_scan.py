@@ -117,6 +117,7 @@ class Reader:
         self.kernel = kernel()
         self.view = self.kernel.view(segment.buffer)
         self.columns = self.kernel.columns()
+        self.prefetch = self.kernel.prefetch(segment.buffer)
         self.then_one_by_one = 1
         """Doubles while the kernel reads nothing at all (a legacy segment), back to 1 once it does."""
 
@@ -125,6 +126,8 @@ class Reader:
         the kernel stopped before an entry it cannot vouch for rather than at the range's end)."""
         end = self.segment.end
         limit = min(end, position + self.step)
+        if self.prefetch is not None:
+            self.prefetch.ahead(limit, min(end, limit + self.step))
         n, after = self.kernel.scan(self.view, position, limit, end, deep, self.columns)
         return n, after, after < limit and n < self.columns.shape[1]
 
