@@ -7,21 +7,36 @@ we say so when it is in use, since without a compiler crcmod is pure Python (0.0
 """
 from __future__ import annotations
 
+import functools
 import zlib
 
-try:
-    import crc32c as _crc32c_module
 
-    crc32c = _crc32c_module.crc32c
-    CRC32C_IMPLEMENTATION = "crc32c (hardware)" if _crc32c_module.hardware_based else "crc32c (software)"
-except ImportError:  # pragma: no cover - exercised only where the wheel is unavailable
-    import crcmod.predefined
+def crc32c(data) -> int:
+    return _implementation()[0](data)
 
-    _crcmod_fn = crcmod.predefined.mkPredefinedCrcFun("crc-32c")
 
-    def crc32c(data) -> int:
-        return _crcmod_fn(bytes(data))
+def __getattr__(name: str) -> str:
+    if name == "CRC32C_IMPLEMENTATION":
+        return _implementation()[1]
+    raise AttributeError(name)
 
-    CRC32C_IMPLEMENTATION = "crcmod (C extension)" if getattr(crcmod, "_usingExtension", False) else "crcmod (pure Python, slow)"
+
+@functools.cache
+def _implementation():
+    """(function, description), chosen on first use: importing the `crc32c` package costs ~30-70 ms
+    (its version lookup imports importlib.metadata and email), which runs the bulk kernels serve
+    entirely never need."""
+    try:
+        import crc32c as module
+
+        return module.crc32c, "crc32c (hardware)" if module.hardware_based else "crc32c (software)"
+    except ImportError:  # pragma: no cover - exercised only where the wheel is unavailable
+        import crcmod
+        import crcmod.predefined
+
+        function = crcmod.predefined.mkPredefinedCrcFun("crc-32c")
+        described = "crcmod (C extension)" if getattr(crcmod, "_usingExtension", False) else "crcmod (pure Python, slow)"
+        return (lambda data: function(bytes(data))), described
+
 
 crc32 = zlib.crc32

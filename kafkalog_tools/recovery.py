@@ -459,12 +459,10 @@ class _RecoveryInBulk:
     through `_RecoveryWalk.take` in order, and the kernel stops before what it cannot vouch for."""
 
     def __init__(self, walk: _RecoveryWalk):
-        from .formats import bulk_kernel
-
         self.walk = walk
         self.reader = bulk_scan.Reader(walk.segment)
         self.columns = self.reader.columns
-        self.recovery_index = bulk_kernel.recovery_index
+        self.recovery_index = self.reader.kernel.recovery_index
 
     @property
     def then_one_by_one(self) -> int:
@@ -523,7 +521,7 @@ class _RecoveryInBulk:
         """The kernel's index appends for rows start..stop-1; returns the row it stopped at."""
         import numpy as np
 
-        from .formats import bulk_kernel as k
+        k = bulk_scan
 
         if start == stop:
             return stop

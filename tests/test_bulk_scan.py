@@ -19,7 +19,7 @@ import pytest
 
 from kafkalog_tools import codecs
 from kafkalog_tools.crc import crc32c
-from kafkalog_tools.formats import bulk_scan
+from kafkalog_tools.formats import bulk_native, bulk_scan
 from kafkalog_tools.formats.record_batch import ATTR_LOG_APPEND_TIME, build_batch, build_record, parse_batch, skim_records
 from kafkalog_tools.formats.segment import SegmentFile
 from kafkalog_tools.recovery import ProducerState, SegmentRecovery, recover_segment
@@ -229,25 +229,69 @@ def test_checked_means_the_records_skim_and_agree_with_the_header():
     assert checked > 50 and refused > 50
 
 
-def _imports_numba(path: Path, mode: str = "auto") -> bool:
+def _loaded(path: Path, mode: str = "auto", cache: Path | None = None) -> tuple[bool, bool]:
+    """In a fresh process verifying `path`: (whether the kernels were loaded, whether numba was)."""
     code = ("import sys; from kafkalog_tools.verify import Verification; list(Verification([sys.argv[1]])); "
-            "print('numba' in sys.modules)")
+            "print('llvmlite' in sys.modules, 'numba' in sys.modules)")
     env = dict(os.environ, **{bulk_scan.MODE_VARIABLE: mode})
+    if cache is not None:
+        env[bulk_native.CACHE_VARIABLE] = str(cache)
     result = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, env=env, check=True)
-    return result.stdout.strip() == "True"
+    kernels, numba = result.stdout.split()
+    return kernels == "True", numba == "True"
+
+
+def _one_record_partition(directory: Path, batches: int) -> Path:
+    directory.mkdir()
+    one = build_batch(0, [build_record(0, 0, None, b"x" * 100)])
+    (directory / f"{0:020d}.log").write_bytes(b"".join(one for _ in range(batches)))
+    return directory
 
 
 def test_auto_loads_the_kernel_only_where_it_pays(tmp_path):
-    small = tmp_path / "small-0"
-    small.mkdir()
-    one = build_batch(0, [build_record(0, 0, None, b"x" * 100)])
-    (small / f"{0:020d}.log").write_bytes(b"".join(one for _ in range(1000)))
-    assert not _imports_numba(small)  # ~6 ms batch by batch: not worth ~0.5 s of loading
-    assert _imports_numba(small, "always")
-    large = tmp_path / "large-0"
-    large.mkdir()
-    (large / f"{0:020d}.log").write_bytes(b"".join(one for _ in range(150_000)))
-    assert _imports_numba(large)  # ~1.1 s batch by batch
+    small = _one_record_partition(tmp_path / "small-0", 10)
+    assert _loaded(small) == (False, False)  # ~0.1 ms batch by batch: not worth ~0.15 s of loading
+    assert _loaded(small, "always") == (True, False)  # from the cache KERNEL filled: no numba
+    large = _one_record_partition(tmp_path / "large-0", 40_000)
+    assert _loaded(large) == (True, False)  # ~0.25 s batch by batch
+
+
+def test_the_kernels_are_built_once_then_loaded_without_numba(tmp_path):
+    partition = _one_record_partition(tmp_path / "p-0", 10)
+    cache = tmp_path / "cache"
+    assert _loaded(partition, "always", cache) == (True, True)  # nothing cached: numba builds them
+    [cached] = cache.iterdir()
+    assert _loaded(partition, "always", cache) == (True, False)
+    data = bytearray(cached.read_bytes())
+    data[-100] ^= 0xFF  # a damaged cache file is never loaded: built again and replaced
+    cached.write_bytes(bytes(data))
+    assert _loaded(partition, "always", cache) == (True, True)
+    assert _loaded(partition, "always", cache) == (True, False)
+    assert [p.name for p in cache.iterdir()] == [cached.name]
+
+
+def test_the_kernels_work_where_nothing_can_be_cached(tmp_path):
+    partition = _one_record_partition(tmp_path / "p-0", 10)
+    blocked = tmp_path / "a-file"
+    blocked.write_text("not a directory")
+    assert _loaded(partition, "always", blocked) == (True, True)  # built in the process, used, not kept
+
+
+@pytest.mark.parametrize("wrong", ["dtype", "layout", "read-only", "rows"])
+def test_the_native_entry_points_refuse_arrays_they_cannot_use(wrong):
+    import numpy as np
+
+    view, columns = KERNEL.view(bytes(64)), KERNEL.columns(4)
+    if wrong == "dtype":
+        columns = columns.astype(np.int32)
+    elif wrong == "layout":
+        columns = np.asfortranarray(columns)
+    elif wrong == "read-only":
+        columns.flags.writeable = False
+    else:
+        columns = columns[:5]
+    with pytest.raises(ValueError, match="bulk kernel"):
+        KERNEL.scan(view, 0, 64, 64, True, columns)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -282,3 +326,18 @@ def test_recovery_in_bulk_equals_batch_by_batch(monkeypatch, tmp_path):
     outcomes = [recover_both_ways(monkeypatch, log, interval) for log in logs for interval in (0, 4096)]
     assert sum(o.failure is not None for o in outcomes) > 5 and sum(o.invalid is not None for o in outcomes) > 5
     assert sum(len(o.offset_entries) for o in outcomes) > 5_000
+
+
+def test_prefetch_maps_the_next_range_on_this_linux(tmp_path):
+    """The prefetch is live here (MADV_POPULATE_READ exists), not a path that silently switched off."""
+    path = tmp_path / f"{0:020d}.log"
+    path.write_bytes(b"".join(build_batch(n, [build_record(0, 0, None, b"x" * 1000)]) for n in range(3000)))
+    with SegmentFile(path) as log:
+        prefetch = KERNEL.prefetch(log.buffer)
+        if prefetch is None:
+            pytest.skip("one CPU: no second core to prefetch on")
+        for start in range(0, log.end, 1 << 20):
+            prefetch.ahead(start, min(log.end, start + (1 << 20)))
+        prefetch.ahead(log.end, log.end)  # waits for the last one
+        assert prefetch.working
+        assert KERNEL.prefetch(bytes(100)) is None

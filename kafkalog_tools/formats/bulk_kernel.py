@@ -1,31 +1,36 @@
-"""The compiled half of `bulk_scan`: numba functions, imported only when a bulk scan is wanted
-(importing numba costs ~0.3 s). Module-level functions, so numba caches their machine code on disk.
+"""The compiled half of `bulk_scan`: loops written in Python and compiled by numba into one
+object file of machine code (`build`). `bulk_native` caches that object and loads it with llvmlite
+alone, so a run imports numba only when there is no object for this source and CPU yet (~0.5 s
+of import and ~3 s of compiling, once).
+
+The entry points (`ENTRIES`) take C pointers and int64s and return an int64, and nothing in them
+may raise: the object must not need numba's runtime. `build` refuses an object that would.
 
 CRC-32C uses the CPU's instruction (SSE4.2) where there is one, as the `crc32c` package does, and
 slicing-by-8 tables elsewhere; tests check both against the package.
 """
 from __future__ import annotations
 
-import os
-
 import numpy as np
 from llvmlite import binding, ir
-from numba import njit, types
+from numba import carray, njit, types
 from numba.core import cgutils
+from numba.core.compiler_lock import global_compiler_lock
 from numba.extending import intrinsic
 
 from .bulk_scan import (ATTRIBUTES, BASE_OFFSET, BASE_SEQUENCE, BASE_TIMESTAMP, CHECKED, FIELD_AT, H_KEY_LENGTH,
-                        H_KEY_START, H_VALUE_LENGTH, H_VALUE_START, LAST_OFFSET_DELTA, LEADER_EPOCH, MAX_TIMESTAMP,
-                        NOT_DECODED, POSITION, PRODUCER_EPOCH, PRODUCER_ID, R_FIRST_HEADER, R_HEADER_COUNT,
-                        R_KEY_LENGTH, R_KEY_START, R_OFFSET, R_SEQUENCE, R_SIZE, R_TIMESTAMP, R_VALUE_LENGTH,
-                        R_VALUE_START, RECORDS_COUNT, SIZE)
+                        H_KEY_START, H_VALUE_LENGTH, H_VALUE_START, HEADER_COLUMNS, INDEX_INTERVAL, LAST_INDEXED_OFFSET,
+                        LAST_INDEXED_POSITION, LAST_OFFSET_DELTA, LAST_TIME_OFFSET, LAST_TIME_TIMESTAMP, LEADER_EPOCH,
+                        MAX_TIMESTAMP, MAX_TIMESTAMP_SO_FAR, NOT_DECODED, OFFSET_ENTRIES, OFFSET_OF_MAX_TIMESTAMP,
+                        POSITION, PRODUCER_EPOCH, PRODUCER_ID, R_FIRST_HEADER, R_HEADER_COUNT, R_KEY_LENGTH,
+                        R_KEY_START, R_OFFSET, R_SEQUENCE, R_SIZE, R_TIMESTAMP, R_VALUE_LENGTH, R_VALUE_START,
+                        RECORD_COLUMNS, RECORDS_COUNT, RECOVERY_STATE, SIZE, TIME_ENTRIES, VALID_BYTES)
 from .record_batch import ATTR_CODEC, ATTR_CONTROL, ATTR_LOG_APPEND_TIME, HEADER_SIZE
 
 HARDWARE_CRC = binding.get_process_triple().startswith("x86_64") and \
     bool(binding.get_host_cpu_features().get("sse4.2", False))
 
-# Inside a zip (Spark's addPyFile) numba has nowhere to cache: it compiles once per process.
-_jit = njit(nogil=True, cache=os.path.isfile(__file__))
+_jit = njit(nogil=True)
 
 
 @intrinsic
@@ -44,6 +49,17 @@ def _crc_u8(typingctx, crc, byte):
             builder.module, ir.FunctionType(ir.IntType(32), [ir.IntType(32), ir.IntType(8)]), "llvm.x86.sse42.crc32.32.8")
         return builder.call(fn, args)
     return types.uint32(types.uint32, types.uint8), codegen
+
+
+@intrinsic
+def _word_at(typingctx, buf, at):
+    """The 8 bytes of a uint8 array at `at` as one little-endian word, unaligned, unchecked (an
+    array view would need numba's runtime)."""
+    def codegen(context, builder, signature, args):
+        data = context.make_array(signature.args[0])(context, builder, args[0]).data
+        word = builder.bitcast(builder.gep(data, [args[1]]), ir.IntType(64).as_pointer())
+        return builder.load(word, align=1)
+    return types.uint64(buf, at), codegen
 
 
 def _slicing_tables() -> np.ndarray:
@@ -65,12 +81,14 @@ _TABLES = _slicing_tables()
 @_jit
 def crc32c_hardware(buf, start, end):
     crc = np.uint64(0xFFFFFFFF)
-    words_end = start + ((end - start) & ~7)
-    for word in buf[start:words_end].view(np.uint64):
-        crc = _crc_u64(crc, word)
+    i = start
+    while i + 8 <= end:
+        crc = _crc_u64(crc, _word_at(buf, i))
+        i += 8
     small = np.uint32(crc)
-    for i in range(words_end, end):
+    while i < end:
         small = _crc_u8(small, buf[i])
+        i += 1
     return small ^ np.uint32(0xFFFFFFFF)
 
 
@@ -258,10 +276,6 @@ def agree_each(payloads, bounds, columns, rows):
             columns[CHECKED, row] = 1
 
 
-# recovery_index's state, an int64 array carried from call to call
-(VALID_BYTES, LAST_INDEXED_POSITION, MAX_TIMESTAMP_SO_FAR, OFFSET_OF_MAX_TIMESTAMP, INDEX_INTERVAL, OFFSET_ENTRIES,
- TIME_ENTRIES, LAST_INDEXED_OFFSET, LAST_TIME_TIMESTAMP, LAST_TIME_OFFSET) = range(10)
-RECOVERY_STATE = 10
 
 
 @_jit
@@ -417,3 +431,92 @@ def decode_each(segment, payloads, columns, row, stop, starts, ends, in_payloads
                 n, h = after, after_headers
         row += 1
     return row, n, h
+
+
+# ---------------------------------------------------------------------------------------------
+# The entry points: C signatures over the kernels above, for `bulk_native` to call with ctypes.
+# Arrays arrive as pointers with their sizes; tuples leave through `out`.
+# ---------------------------------------------------------------------------------------------
+
+_I64, _BYTES, _LONGS = types.int64, types.CPointer(types.uint8), types.CPointer(types.int64)
+_COLUMN_COUNT = CHECKED + 1
+
+
+@njit(_I64(_BYTES, _I64, _I64, _I64, _I64, _I64, _LONGS, _I64, _LONGS), nogil=True)
+def _scan_entry(buf, length, start, limit, end, deep, columns, capacity, out):
+    n, after = scan(carray(buf, (length,)), start, limit, end, deep != 0, carray(columns, (_COLUMN_COUNT, capacity)))
+    result = carray(out, (2,))
+    result[0], result[1] = n, after
+    return 0
+
+
+@njit(_I64(_BYTES, _I64, _LONGS, _LONGS, _I64, _LONGS, _I64), nogil=True)
+def _agree_entry(payloads, length, bounds, rows, count, columns, capacity):
+    agree_each(carray(payloads, (length,)), carray(bounds, (count + 1,)), carray(columns, (_COLUMN_COUNT, capacity)),
+               carray(rows, (count,)))
+    return 0
+
+
+@njit(_I64(_LONGS, _I64, _I64, _I64, _LONGS, _LONGS, _LONGS, _I64), nogil=True)
+def _recovery_entry(columns, capacity, start, stop, state, offset_entries, time_entries, width):
+    return recovery_index(carray(columns, (_COLUMN_COUNT, capacity)), start, stop, carray(state, (RECOVERY_STATE,)),
+                          carray(offset_entries, (2, width)), carray(time_entries, (2, width)))
+
+
+@njit(_I64(_BYTES, _I64, _BYTES, _I64, _LONGS, _I64, _I64, _I64, _LONGS, _LONGS, _LONGS, _LONGS, _I64,
+           _LONGS, _I64, _I64, _LONGS, _I64, _I64, _LONGS), nogil=True)
+def _decode_entry(segment, segment_length, payloads, payloads_length, columns, capacity, row, stop, starts, ends,
+                  in_payloads, first_record, batches, records, records_capacity, n, headers, headers_capacity, h, out):
+    row, n, h = decode_each(
+        carray(segment, (segment_length,)), carray(payloads, (payloads_length,)),
+        carray(columns, (_COLUMN_COUNT, capacity)), row, stop, carray(starts, (batches,)), carray(ends, (batches,)),
+        carray(in_payloads, (batches,)), carray(first_record, (capacity,)),
+        carray(records, (len(RECORD_COLUMNS), records_capacity)), n,
+        carray(headers, (len(HEADER_COLUMNS), headers_capacity)), h)
+    result = carray(out, (3,))
+    result[0], result[1], result[2] = row, n, h
+    return 0
+
+
+ENTRIES = {"scan": _scan_entry, "agree_each": _agree_entry, "recovery_index": _recovery_entry,
+           "decode_each": _decode_entry}
+"""The object's exported functions, each named `kafkalog_<key>`."""
+_UNREACHABLE = """
+define void @NRT_MemInfo_call_dtor(ptr %meminfo) {
+  unreachable
+}
+"""
+"""numba's reference counting, inlined into the kernels, calls this when a count falls to zero; the
+arrays here come from `carray` and have no count at all, so the call is never made."""
+
+
+def build(target_machine) -> bytes:
+    """The entry points compiled by `target_machine` into one relocatable object. Each
+    `kafkalog_<name>` returns its kernel's int64, or -1 had the kernel raised (it cannot: nothing
+    in it allocates, divides by a variable or checks bounds)."""
+    context = _scan_entry.overloads[_scan_entry.signatures[0]].target_context
+    with global_compiler_lock:
+        library = context.codegen().create_library("kafkalog_bulk")
+        module = context.create_module("kafkalog_entries")
+        for name, dispatcher in ENTRIES.items():
+            compiled = dispatcher.overloads[dispatcher.signatures[0]]
+            fndesc = compiled.fndesc
+            callee = ir.Function(module, context.call_conv.get_function_type(fndesc.restype, fndesc.argtypes),
+                                 fndesc.llvm_func_name)
+            c_type = ir.FunctionType(ir.IntType(64), [context.get_value_type(t) for t in fndesc.argtypes])
+            entry = ir.Function(module, c_type, f"kafkalog_{name}")
+            builder = ir.IRBuilder(entry.append_basic_block("entry"))
+            status, result = context.call_conv.call_function(builder, callee, fndesc.restype, fndesc.argtypes,
+                                                             entry.args)
+            builder.ret(builder.select(status.is_error, ir.Constant(ir.IntType(64), -1), result))
+            library.add_linking_library(compiled.library)
+        library.add_ir_module(module)
+        library.finalize()
+        final = binding.parse_assembly(library.get_llvm_str())
+    final.link_in(binding.parse_assembly(_UNREACHABLE))
+    final.verify()
+    outside = sorted(f.name for f in final.functions if f.is_declaration and not f.name.startswith("llvm."))
+    outside += sorted(g.name for g in final.global_variables if g.is_declaration)
+    if outside:
+        raise RuntimeError(f"the bulk kernels would need symbols from outside: {', '.join(outside)}")
+    return target_machine.emit_object(final)

@@ -2,7 +2,7 @@
 
 On small batches the per-batch path (`SegmentFile.entries` + `parse_batch`) costs ~6 µs of
 interpreter work per batch, whatever the batch holds; a C reader needs ~1.4 µs. Here one loop,
-compiled by numba, walks the batches of a byte range: it reads each 61-byte header, checks its
+compiled (bulk_kernel.py, bulk_native.py), walks the batches of a byte range: it reads each 61-byte header, checks its
 CRC-32C and, for a deep check, walks the records of an uncompressed batch as `skim_records` does.
 The header fields land in one int64 column each (`COLUMNS`).
 
@@ -11,9 +11,10 @@ It only ever vouches for batches. It stops before the first entry it cannot vouc
 did not or could not walk. The per-batch path takes those over and owns every finding, so the two
 paths cannot disagree on what is wrong: this one only says less, sooner.
 
-numba is optional: without it (or with KAFKALOG_BULK=never) callers take the per-batch path. Its
-import and the cached machine code cost ~0.8 s, so `auto` uses it only where it pays. The field
-offsets come from `BATCH_HEADER`, the schema in record_batch.py.
+The kernels are optional: without them (no numba to build them, no LLVM to load them, or
+KAFKALOG_BULK=never) callers take the per-batch path. `bulk_native` loads them (~0.15 s with
+numpy), so `auto` uses them only where that pays. The field offsets come from `BATCH_HEADER`, the
+schema in record_batch.py.
 """
 from __future__ import annotations
 
@@ -60,8 +61,8 @@ CHECK_COSTS = (6e-6, 1.5e-6)
 reads them (bench/RESULTS.md, one-record and lz4 batches)."""
 DUMP_COSTS = (12e-6, 4e-6)
 """The same for dump JSON Lines, which builds a line per batch and per record."""
-LOAD_SECONDS = 0.8
-"""Importing numba and loading the cached kernels: ~0.4 s and ~0.2-0.4 s here."""
+LOAD_SECONDS = 0.15
+"""Importing numpy and llvmlite and loading the cached kernels: ~0.09 s and ~0.06 s here."""
 _avoided = 0.0
 """Estimated per-batch seconds `auto` chose so far in this process: once that would have paid for
 the load, the kernel is loaded (a ski-rental rule: never worse than twice the better choice)."""
@@ -91,18 +92,17 @@ def wanted(buffer, end: int, records: bool, costs: tuple[float, float] = CHECK_C
 
 @functools.cache
 def kernel():
-    """The compiled scan, or None without numba, or where it cannot load (the per-batch path then
-    does all the work). Compiled on first use and cached on disk."""
+    """The compiled kernels (`bulk_native.NativeKernel`), or None where they cannot be had: no
+    numba to build them and none cached, no LLVM, no memory for it. The per-batch path then does
+    all the work."""
     try:
         with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # e.g. numba's "cannot cache": it then compiles per process
-            from . import bulk_kernel
+            warnings.simplefilter("ignore")  # numba's, while it builds them
+            from . import bulk_native
 
-            loaded = Kernel(bulk_kernel.scan, bulk_kernel.agree_each)
-            loaded.scan(loaded.view(bytes(64)), 0, 64, 64, True, loaded.columns(1))  # load or compile now
-    except Exception:  # noqa: BLE001 - no numba, no LLVM, no memory for it: the per-batch path does the work
+            return bulk_native.load()
+    except Exception:  # noqa: BLE001 - whatever stops the kernels only costs speed
         return None
-    return loaded
 
 
 class Reader:
@@ -117,6 +117,7 @@ class Reader:
         self.kernel = kernel()
         self.view = self.kernel.view(segment.buffer)
         self.columns = self.kernel.columns()
+        self.prefetch = self.kernel.prefetch(segment.buffer)
         self.then_one_by_one = 1
         """Doubles while the kernel reads nothing at all (a legacy segment), back to 1 once it does."""
 
@@ -125,6 +126,8 @@ class Reader:
         the kernel stopped before an entry it cannot vouch for rather than at the range's end)."""
         end = self.segment.end
         limit = min(end, position + self.step)
+        if self.prefetch is not None:
+            self.prefetch.ahead(limit, min(end, limit + self.step))
         n, after = self.kernel.scan(self.view, position, limit, end, deep, self.columns)
         return n, after, after < limit and n < self.columns.shape[1]
 
@@ -142,25 +145,10 @@ def last_sequences(base_sequence, delta):
                                                     delta - (0x7FFFFFFF - base_sequence) - 1, base_sequence + delta))
 
 
-class Kernel:
-    """The compiled scan, and the numpy arrays it reads and fills."""
-
-    def __init__(self, scan, agree_each):
-        self.scan = scan
-        self.agree_each = agree_each
-
-    @staticmethod
-    def columns(capacity: int = CAPACITY):
-        import numpy as np
-
-        return np.empty((len(COLUMNS), capacity), dtype=np.int64)
-
-    @staticmethod
-    def view(buffer):
-        """The segment's bytes as a numpy array, without a copy."""
-        import numpy as np
-
-        return np.frombuffer(buffer, dtype=np.uint8)
+# recovery_index's state (rebuild-index), an int64 array carried from call to call
+(VALID_BYTES, LAST_INDEXED_POSITION, MAX_TIMESTAMP_SO_FAR, OFFSET_OF_MAX_TIMESTAMP, INDEX_INTERVAL, OFFSET_ENTRIES,
+ TIME_ENTRIES, LAST_INDEXED_OFFSET, LAST_TIME_TIMESTAMP, LAST_TIME_OFFSET) = range(10)
+RECOVERY_STATE = 10
 
 
 # ---------------------------------------------------------------------------------------------
@@ -179,11 +167,7 @@ NOT_DECODED = -1
 """`decode_each`'s first record row for a batch left to `decode_records` (the per-batch path)."""
 
 
-@functools.cache
 def records_kernel():
-    """`bulk_kernel.decode_each`, or None without numba."""
-    if kernel() is None:
-        return None
-    from . import bulk_kernel
-
-    return bulk_kernel.decode_each
+    """`bulk_kernel.decode_each`, or None without the kernels."""
+    loaded = kernel()
+    return None if loaded is None else loaded.decode_each

@@ -447,6 +447,9 @@ def _record_error(batch: RecordBatchV2, index: int, start: int, compressed: bool
 
 def decode_records_reference(batch: RecordBatchV2) -> list[Record]:
     """The records as `RECORD` parses them: slow, and the yardstick for `decode_records`."""
+    if batch.count < 0:  # Kafka's "Found invalid record count", as decode_records says it
+        raise CorruptDataError("Found invalid record count", path=batch.path, position=batch.position + 57,
+                               expected=">= 0", actual=batch.count)
     data = batch.payload()
     stream = io.BytesIO(data)
     records = []

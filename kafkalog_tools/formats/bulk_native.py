@@ -1,0 +1,247 @@
+"""The bulk kernels' machine code: built once by numba, cached on disk, loaded with llvmlite alone.
+
+Importing numba and loading its cached functions cost ~1 s of CPU per process, which on a 1 GiB
+segment of large batches is more than the scan itself. So numba only compiles: `bulk_kernel.build`
+turns the kernels into one relocatable object for this CPU (~3 s, once per source and CPU). Every
+later run reads that object from the cache, maps it with llvmlite's MCJIT (~50 ms to import
+llvmlite, ~3 ms to load) and calls the entry points through ctypes, which releases the GIL.
+
+The cache sits beside the module (`__pycache__`, as numba's own did), else in the user's cache
+directory, or where KAFKALOG_KERNEL_CACHE points. Its key covers the kernel sources, llvmlite and
+numba, and the CPU; a file whose digest does not match is ignored, never loaded.
+"""
+from __future__ import annotations
+
+import concurrent.futures
+import ctypes
+import functools
+import hashlib
+import importlib.util
+import mmap
+import os
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+from .bulk_scan import CAPACITY, COLUMNS, HEADER_COLUMNS, RECORD_COLUMNS, RECOVERY_STATE
+
+CACHE_VARIABLE = "KAFKALOG_KERNEL_CACHE"
+"""A directory for the compiled kernels, instead of `__pycache__` or ~/.cache/kafkalog-tools."""
+_SOURCES = ("bulk_kernel.py", "bulk_scan.py", "bulk_native.py", "record_batch.py")
+"""What the machine code depends on: the kernels, their column layout, this ABI, the batch schema."""
+_MAGIC = b"kafkalog-tools bulk kernels 1\n"
+
+
+def load() -> NativeKernel:
+    """The kernels from the cache, or built now (importing numba) and cached."""
+    from llvmlite import binding
+
+    binding.initialize_native_target()
+    binding.initialize_native_asmprinter()
+    machine = binding.Target.from_triple(binding.get_process_triple()).create_target_machine(
+        cpu=binding.get_host_cpu_name(), features=binding.get_host_cpu_features().flatten(), opt=3,
+        codemodel="jitdefault")
+    key = cache_key(binding)
+    code = _cached(key)
+    if code is None:
+        from . import bulk_kernel
+
+        code = bulk_kernel.build(machine)
+        _store(key, code)
+    return NativeKernel(binding, machine, code)
+
+
+def cache_key(binding) -> str:
+    digest = hashlib.sha256(_MAGIC)
+    numba = importlib.util.find_spec("numba")  # where and when it was installed, without importing it
+    numba_install = (numba.origin, os.stat(numba.origin).st_mtime_ns) if numba and numba.origin else None
+    for part in (binding.llvm_version_info, numba_install, binding.get_process_triple(), binding.get_host_cpu_name(),
+                 binding.get_host_cpu_features().flatten()):
+        digest.update(repr(part).encode() + b"\0")
+    here = os.path.dirname(__file__)
+    for name in _SOURCES:  # through the loader: inside a zip (Spark's addPyFile) there is no file to open
+        digest.update(__loader__.get_data(os.path.join(here, name)))
+    return digest.hexdigest()
+
+
+def cache_dirs() -> list[Path]:
+    chosen = os.environ.get(CACHE_VARIABLE)
+    if chosen:
+        return [Path(chosen)]
+    here = Path(__file__).parent
+    user = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "kafkalog-tools"
+    return [here / "__pycache__", user] if here.is_dir() else [user]
+
+
+def _file_name(key: str) -> str:
+    return f"bulk_kernel.{key[:32]}.o"
+
+
+def _cached(key: str) -> bytes | None:
+    header = _MAGIC + key.encode() + b"\n"
+    for directory in cache_dirs():
+        try:
+            data = (directory / _file_name(key)).read_bytes()
+        except OSError:
+            continue
+        digest, code = data[len(header):len(header) + 32], data[len(header) + 32:]
+        if data.startswith(header) and hashlib.sha256(code).digest() == digest:
+            return code
+    return None
+
+
+def _store(key: str, code: bytes) -> None:
+    """Write to a temp file and rename it into place, in the first directory that takes it."""
+    data = _MAGIC + key.encode() + b"\n" + hashlib.sha256(code).digest() + code
+    for directory in cache_dirs():
+        try:
+            directory.mkdir(parents=True, exist_ok=True)
+            handle, temp = tempfile.mkstemp(dir=directory, prefix=".bulk_kernel.", suffix=".tmp")
+            try:
+                with os.fdopen(handle, "wb") as out:
+                    out.write(data)
+                os.replace(temp, directory / _file_name(key))
+            except BaseException:
+                os.unlink(temp)
+                raise
+            return
+        except OSError:
+            continue  # read-only site-packages: the user's cache; nowhere at all: built again next time
+
+
+_I64, _POINTER = ctypes.c_int64, ctypes.c_void_p
+_SIGNATURES = {  # bulk_kernel.ENTRIES, in their argument order
+    "scan": (_POINTER, _I64, _I64, _I64, _I64, _I64, _POINTER, _I64, _POINTER),
+    "agree_each": (_POINTER, _I64, _POINTER, _POINTER, _I64, _POINTER, _I64),
+    "recovery_index": (_POINTER, _I64, _I64, _I64, _POINTER, _POINTER, _POINTER, _I64),
+    "decode_each": (_POINTER, _I64, _POINTER, _I64, _POINTER, _I64, _I64, _I64, _POINTER, _POINTER, _POINTER,
+                    _POINTER, _I64, _POINTER, _I64, _I64, _POINTER, _I64, _I64, _POINTER),
+}
+
+
+def _address(array: np.ndarray, dtype, rows: int | None = None, writable: bool = False) -> int:
+    """Where a C-contiguous array of `dtype` starts. The kernels check no bounds, so every array's
+    layout is checked here instead; a wrong one is a bug of ours, never something in a file."""
+    if (array.dtype != dtype or not array.flags.c_contiguous or (writable and not array.flags.writeable)
+            or array.ndim != (1 if rows is None else 2) or (rows is not None and array.shape[0] != rows)):
+        raise ValueError(f"bulk kernel: an array of {array.dtype} {array.shape} where {dtype} "
+                         f"{'(rows, n)' if rows else '(n,)'} was expected")
+    return array.ctypes.data
+
+
+class NativeKernel:
+    """The loaded entry points, called with numpy arrays as the numba functions were."""
+
+    def __init__(self, binding, machine, code: bytes):
+        self._engine = binding.create_mcjit_compiler(binding.parse_assembly(""), machine)  # owns the code
+        self._engine.add_object_file(binding.ObjectFileRef.from_data(code))
+        self._engine.finalize_object()
+        self._entries = {}
+        for name, arguments in _SIGNATURES.items():
+            address = self._engine.get_function_address(f"kafkalog_{name}")
+            if not address:
+                raise RuntimeError(f"bulk kernel: no kafkalog_{name} in the compiled object")
+            self._entries[name] = ctypes.CFUNCTYPE(_I64, *arguments)(address)
+        n, after = self.scan(self.view(bytes(64)), 0, 64, 64, True, self.columns(1))
+        if (n, after) != (0, 0):  # 64 zero bytes: a batch too short to be one
+            raise RuntimeError("bulk kernel: the compiled scan does not answer as expected")
+
+    @staticmethod
+    def columns(capacity: int = CAPACITY) -> np.ndarray:
+        return np.empty((len(COLUMNS), capacity), dtype=np.int64)
+
+    @staticmethod
+    def view(buffer) -> np.ndarray:
+        """The segment's bytes as a numpy array, without a copy."""
+        return np.frombuffer(buffer, dtype=np.uint8)
+
+    def prefetch(self, buffer) -> Prefetch | None:
+        """For a mapped file on Linux: a `Prefetch` over its view."""
+        if isinstance(buffer, mmap.mmap) and hasattr(os, "sched_getaffinity") and len(os.sched_getaffinity(0)) > 1:
+            return Prefetch(self.view(buffer))
+        return None
+
+    def scan(self, view, start: int, limit: int, end: int, deep: bool, columns) -> tuple[int, int]:
+        """bulk_kernel.scan: (batches read into `columns`, where the next entry starts)."""
+        if not 0 <= start and end <= view.size:
+            raise ValueError(f"bulk kernel: scan of {start}..{end} in {view.size} bytes")
+        out = np.empty(2, dtype=np.int64)
+        self._call("scan", _address(view, np.uint8), view.size, int(start), int(limit), int(end), int(deep),
+                   _address(columns, np.int64, len(COLUMNS), True), columns.shape[1], out.ctypes.data)
+        return int(out[0]), int(out[1])
+
+    def agree_each(self, payloads, bounds, columns, rows) -> None:
+        """bulk_kernel.agree_each: payload i, payloads[bounds[i]:bounds[i+1]], is batch rows[i]'s records."""
+        if bounds.size != rows.size + 1:
+            raise ValueError(f"bulk kernel: {bounds.size} bounds for {rows.size} payloads")
+        self._call("agree_each", _address(payloads, np.uint8), payloads.size, _address(bounds, np.int64),
+                   _address(rows, np.int64), rows.size, _address(columns, np.int64, len(COLUMNS), True),
+                   columns.shape[1])
+
+    def recovery_index(self, columns, start: int, stop: int, state, offset_entries, time_entries) -> int:
+        """bulk_kernel.recovery_index: the row it stopped at."""
+        width = offset_entries.shape[1]
+        if not (0 <= start <= stop <= columns.shape[1] and stop - start <= width == time_entries.shape[1]
+                and state.size == RECOVERY_STATE):
+            raise ValueError(f"bulk kernel: recovery_index over rows {start}..{stop} of {columns.shape[1]}, "
+                             f"{width} entries")
+        return self._call("recovery_index", _address(columns, np.int64, len(COLUMNS)), columns.shape[1], int(start),
+                          int(stop), _address(state, np.int64, writable=True),
+                          _address(offset_entries, np.int64, 2, True), _address(time_entries, np.int64, 2, True),
+                          width)
+
+    def decode_each(self, segment, payloads, columns, row: int, stop: int, starts, ends, in_payloads, first_record,
+                    records, n: int, headers, h: int) -> tuple[int, int, int]:
+        """bulk_kernel.decode_each: (row, records, headers) after the last batch decoded."""
+        batches = starts.size
+        if not (0 <= row <= stop <= batches == ends.size == in_payloads.size and first_record.size >= stop
+                and stop <= columns.shape[1] and 0 <= n <= records.shape[1] and 0 <= h <= headers.shape[1]):
+            raise ValueError(f"bulk kernel: decode_each over rows {row}..{stop} of {batches}")
+        out = np.empty(3, dtype=np.int64)
+        self._call("decode_each", _address(segment, np.uint8), segment.size, _address(payloads, np.uint8),
+                   payloads.size, _address(columns, np.int64, len(COLUMNS)), columns.shape[1], int(row), int(stop),
+                   _address(starts, np.int64), _address(ends, np.int64), _address(in_payloads, np.int64),
+                   _address(first_record, np.int64, writable=True), batches,
+                   _address(records, np.int64, len(RECORD_COLUMNS), True), records.shape[1], int(n),
+                   _address(headers, np.int64, len(HEADER_COLUMNS), True), headers.shape[1], int(h), out.ctypes.data)
+        return int(out[0]), int(out[1]), int(out[2])
+
+    def _call(self, name: str, *arguments) -> int:
+        result = self._entries[name](*arguments)
+        if result < 0:  # the kernel raised: it cannot, short of a bug of ours
+            raise RuntimeError(f"bulk kernel: {name} failed")
+        return result
+
+
+_MADV_POPULATE_READ = 22
+"""Linux 5.14+: map a range's pages now, as reading them would, without reading them."""
+
+
+@functools.cache
+def _madvise():
+    """libc's madvise, called through ctypes so the GIL is released (mmap.madvise keeps it)."""
+    function = ctypes.CDLL(None, use_errno=True).madvise
+    function.argtypes, function.restype = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int), ctypes.c_int
+    return function, concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="kafkalog-prefetch")
+
+
+class Prefetch:
+    """Maps the pages of the next byte range on a second thread while the kernel scans this one.
+    A page fault costs the scan ~0.1 s per GiB from the page cache, far more from a disk, and a
+    second core is usually idle. Off where Linux has no MADV_POPULATE_READ."""
+
+    def __init__(self, view: np.ndarray):
+        self.base = view.ctypes.data
+        self.pending: concurrent.futures.Future | None = None
+        self.working = view.size > 0
+
+    def ahead(self, start: int, stop: int) -> None:
+        if not self.working:
+            return
+        if self.pending is not None:
+            self.working = self.pending.result() == 0  # done long ago: the scan of a range takes longer
+        start -= start % mmap.PAGESIZE
+        if self.working and stop > start:
+            madvise, thread = _madvise()
+            self.pending = thread.submit(madvise, self.base + start, stop - start, _MADV_POPULATE_READ)
