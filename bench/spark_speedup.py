@@ -14,7 +14,6 @@ imports the package there, so it is shown apart from the later ones (median of `
 from __future__ import annotations
 
 import argparse
-import os
 import re
 import shutil
 import statistics
