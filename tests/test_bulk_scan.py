@@ -341,3 +341,10 @@ def test_prefetch_maps_the_next_range_on_this_linux(tmp_path):
         prefetch.ahead(log.end, log.end)  # waits for the last one
         assert prefetch.working
         assert KERNEL.prefetch(bytes(100)) is None
+
+
+def test_scan_refuses_a_range_past_the_buffer():
+    with pytest.raises(ValueError, match="bulk kernel"):
+        KERNEL.scan(KERNEL.view(bytes(64)), 0, 128, 128, True, KERNEL.columns(1))
+    with pytest.raises(ValueError, match="bulk kernel"):
+        KERNEL.scan(KERNEL.view(bytes(64)), -1, 64, 64, True, KERNEL.columns(1))

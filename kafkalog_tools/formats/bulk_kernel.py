@@ -200,9 +200,7 @@ def records_agree(buf, start, end, count, last_delta, base_timestamp, max_timest
     if count == 0 or log_append_time:
         return True
     # past Long.MAX the sum wraps here but not in Python: leave such a batch to the per-batch path
-    if (largest > 0 and base_timestamp > _LONG_MAX - largest) or (largest < 0 and base_timestamp < _LONG_MIN - largest):
-        return False
-    return base_timestamp + largest == max_timestamp
+    return _add_fits(base_timestamp, largest) and base_timestamp + largest == max_timestamp
 
 
 _LENGTH_AT = FIELD_AT["batch_length"]

@@ -164,7 +164,7 @@ class NativeKernel:
 
     def scan(self, view, start: int, limit: int, end: int, deep: bool, columns) -> tuple[int, int]:
         """bulk_kernel.scan: (batches read into `columns`, where the next entry starts)."""
-        if not 0 <= start and end <= view.size:
+        if not (0 <= start and end <= view.size):
             raise ValueError(f"bulk kernel: scan of {start}..{end} in {view.size} bytes")
         out = np.empty(2, dtype=np.int64)
         self._call("scan", _address(view, np.uint8), view.size, int(start), int(limit), int(end), int(deep),
