@@ -102,7 +102,7 @@ def command(paths, output_format, deep_iteration, print_data_log, skip_record_me
     )
     conf = check_spark_usage(use_spark, master, spark_conf, output, paths, strict, output_needed=True)
     if use_spark:
-        from ..spark.remote import is_uri
+        from ..spark.uri import is_uri
 
         sys.exit(_dump_on_spark([p if is_uri(p) else os.path.abspath(p) for p in paths],
                                 dataclasses.replace(options, deep=True),

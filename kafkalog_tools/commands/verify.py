@@ -47,7 +47,7 @@ def command(paths, output_format, shallow, max_findings, strict, use_spark, mast
     conf = check_spark_usage(use_spark, master, spark_conf, output, paths, strict)
     spark = None
     if use_spark:
-        from ..spark.remote import is_uri
+        from ..spark.uri import is_uri
         from ..spark.session import start_session
         from ..spark.verify import SparkVerification
 

@@ -6,7 +6,7 @@ import os
 
 import click
 
-from .remote import is_uri
+from .uri import is_uri
 from .session import INSTALL_HINT
 
 

@@ -11,7 +11,6 @@ task's disk holds one segment's files at a time. Findings and rows name the URIs
 from __future__ import annotations
 
 import os
-import re
 import shutil
 import tempfile
 from contextlib import contextmanager
@@ -23,8 +22,8 @@ from urllib.parse import unquote, urlsplit
 from ..errors import InputError
 from ..formats.logdir import LocalFiles
 from .session import INSTALL_HINT
+from .uri import is_uri
 
-URI = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 COPY_CHUNK = 8 << 20
 STAGING_ATTEMPTS = 8
 STAGING_DIR_CONF = "spark.kafkalog.stagingDir"
@@ -48,10 +47,6 @@ SCHEMES = {
 }
 """Hadoop scheme: (pyarrow's scheme, what Python on the nodes needs to read it, what Spark's JVM
 needs to list it)."""
-
-
-def is_uri(path: str) -> bool:
-    return bool(URI.match(str(path)))
 
 
 @dataclass(frozen=True)
