@@ -171,12 +171,13 @@ def test_crc32c_kernels_equal_the_crc32c_package(which):
         pytest.skip("this CPU has no CRC-32C instruction")
     function = bulk_kernel.crc32c_hardware if which == "hardware" else bulk_kernel.crc32c_software
     rng = random.Random(3)
-    data = rng.randbytes(5000)
+    data = rng.randbytes(20000)
     view = KERNEL.view(data)
-    for _ in range(300):
-        start = rng.randrange(len(data))
-        end = rng.randrange(start, min(len(data), start + rng.choice([20, 200, 5000])) + 1)
-        assert function(view, start, end) == crc32c(data[start:end])
+    lengths = [n + d for n in (0, 8, 384, 768, 3072, 3072 + 384, 6144) for d in (-9, -1, 0, 1, 7, 8, 9)]
+    for length in lengths + [rng.randrange(n) for n in (20, 200, 5000, 20000) for _ in range(75)]:
+        if length >= 0:
+            start = rng.randrange(len(data) - length + 1)
+            assert function(view, start, start + length) == crc32c(data[start:start + length]), length
 
 
 def golden_v2_logs() -> list[Path]:

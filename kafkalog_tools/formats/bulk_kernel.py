@@ -76,12 +76,63 @@ def _slicing_tables() -> np.ndarray:
 
 
 _TABLES = _slicing_tables()
+_POLY = 0x82F63B78
+
+
+def _shift_tables(length: int) -> np.ndarray:
+    """Four byte tables of the linear map "feed `length` zero bytes to a raw CRC-32C state" (no
+    inversions): shifting state s is T[0][s & 0xFF] ^ T[1][s >> 8 & 0xFF] ^ T[2][...] ^ T[3][s >> 24]."""
+    basis = []
+    for bit in range(32):
+        state = 1 << bit
+        for _ in range(8 * length):
+            state = (state >> 1) ^ (_POLY if state & 1 else 0)
+        basis.append(state)
+    tables = np.zeros((4, 256), dtype=np.uint64)
+    for k in range(4):
+        for byte in range(256):
+            value = 0
+            for bit in range(8):
+                if byte >> bit & 1:
+                    value ^= basis[8 * k + bit]
+            tables[k, byte] = value
+    return tables
+
+
+_LANES = (1024, 128)
+"""Bytes per lane of the three-lane loops, longest first: one lane's crc32 instructions wait on
+each other (3 cycles), three independent lanes keep the unit busy."""
+_LONG, _SHORT = _LANES
+_SHIFT_LONG, _SHIFT_SHORT = (_shift_tables(lane) for lane in _LANES)
+
+
+@_jit
+def _shifted(tables, state):
+    return (tables[0, state & 0xFF] ^ tables[1, (state >> 8) & 0xFF] ^ tables[2, (state >> 16) & 0xFF]
+            ^ tables[3, (state >> 24) & 0xFF])
+
+
+@_jit
+def _three_lanes(buf, i, end, state, lane, tables):
+    """Raw CRC-32C state after whole blocks of three lanes from `i`: each lane's CRC on its own,
+    joined by shifting (crc(A + B) = shift(crc(A), len(B)) ^ crc(B) from state 0)."""
+    while end - i >= 3 * lane:
+        a, b, c = state, np.uint64(0), np.uint64(0)
+        stop = i + lane
+        while i < stop:
+            a = _crc_u64(a, _word_at(buf, i))
+            b = _crc_u64(b, _word_at(buf, i + lane))
+            c = _crc_u64(c, _word_at(buf, i + 2 * lane))
+            i += 8
+        state = _shifted(tables, _shifted(tables, a) ^ b) ^ c
+        i += 2 * lane
+    return state, i
 
 
 @_jit
 def crc32c_hardware(buf, start, end):
-    crc = np.uint64(0xFFFFFFFF)
-    i = start
+    crc, i = _three_lanes(buf, start, end, np.uint64(0xFFFFFFFF), _LONG, _SHIFT_LONG)
+    crc, i = _three_lanes(buf, i, end, crc, _SHORT, _SHIFT_SHORT)
     while i + 8 <= end:
         crc = _crc_u64(crc, _word_at(buf, i))
         i += 8
