@@ -31,7 +31,7 @@ from typing import Callable, Iterable, Iterator, Mapping, NamedTuple
 from . import codecs
 from .crc import crc32c
 from .errors import CorruptDataError, DecompressionError, InputError, KafkaLogError
-from .formats import checkpoint, producer_snapshot, properties
+from .formats import checkpoint, legacy, producer_snapshot, properties
 from .formats.batch import INT32_MAX, Batch, Record, increment_sequence, java_long
 from .formats.index_file import IndexFile
 from .formats.logdir import LOCAL, LocalFiles, LogDir, PartitionDir, Segment, classify
@@ -551,15 +551,15 @@ class _SegmentReplay:
         check = self.check
         columns = run.columns
         base = columns[BASE_OFFSET]
+        last = base + columns[LAST_OFFSET_DELTA]
         if check.pending_snapshots:  # compared when the first batch at or past a snapshot's offset replays
-            reached = np.flatnonzero(base >= check.pending_snapshots[0][0])
+            reached = np.flatnonzero((base if run.magic >= 2 else last) >= check.pending_snapshots[0][0])
             if len(reached):
                 at = int(reached[0])
                 for part in (columns[:, :at], columns[:, at:at + 1], columns[:, at + 1:]):
                     if part.shape[1]:
-                        (self._run if part.shape[1] > 1 else self._one_by_one)(FactsRun(run.path, part))
+                        (self._run if part.shape[1] > 1 else self._one_by_one)(FactsRun(run.path, part, run.magic))
                 return
-        last = base + columns[LAST_OFFSET_DELTA]
         before = np.empty_like(last)  # each batch's previous last offset (they only increase in a clean run)
         before[1:] = np.maximum.accumulate(last)[:-1]
         if check.last_offset is None:
@@ -679,15 +679,16 @@ class BatchFacts(NamedTuple):
 
 
 class FactsRun:
-    """The facts of consecutive clean V2 batches, as stage 1's bulk scan read them: columns
-    (`bulk_scan.COLUMNS`) rather than one `BatchFacts` each. None is a control batch."""
+    """The facts of consecutive clean batches of one magic, as stage 1's bulk scan read them:
+    columns (`bulk_scan.COLUMNS`) rather than one `BatchFacts` each. None is a control batch."""
 
-    def __init__(self, path: str, columns):
+    def __init__(self, path: str, columns, magic: int = 2):
         self.path = path
         self.columns = columns
+        self.magic = magic
 
     def rows(self) -> Iterator[BatchFacts]:
-        path = self.path
+        path, magic = self.path, self.magic
         for (position, base, delta, epoch, attributes, max_timestamp, producer_id, producer_epoch,
              base_sequence) in zip(*self.columns[[POSITION, BASE_OFFSET, LAST_OFFSET_DELTA, LEADER_EPOCH, ATTRIBUTES,
                                                   MAX_TIMESTAMP, PRODUCER_ID, PRODUCER_EPOCH, BASE_SEQUENCE]].tolist()):
@@ -695,7 +696,7 @@ class FactsRun:
                 last_sequence = -1
             else:
                 last_sequence = increment_sequence(base_sequence, delta)
-            yield BatchFacts(path, position, base, java_long(base + delta), 2, epoch, producer_id, producer_epoch,
+            yield BatchFacts(path, position, base, java_long(base + delta), magic, epoch, producer_id, producer_epoch,
                              base_sequence, last_sequence, bool(attributes & ATTR_TRANSACTIONAL),
                              bool(attributes & ATTR_CONTROL), max_timestamp, None)
 
@@ -846,7 +847,7 @@ class _LogScan:
         """Largest last offset of this segment's intact batches so far."""
         self.is_active = False
         """The partition's last segment: a broker may be appending to it as we read."""
-        self.bulk = _BulkScan(self) if bulk_scan.wanted(log.buffer, log.end, deep) else None
+        self.bulk = _BulkScan(self) if bulk_scan.wanted(log.buffer, log.end, deep, legacy=True) else None
 
     def run(self) -> None:
         position: int | None = 0
@@ -953,7 +954,10 @@ class _LogScan:
         findings = self.report.log_findings
         last_offset = batch.last_offset
         try:
-            base = batch.base_offset  # a legacy wrapper decompresses to find its first inner offset
+            if self.deep or batch.magic >= 2 or not batch.compression_id:
+                base = batch.base_offset  # a legacy wrapper decompresses to find its first inner offset
+            else:
+                base = self.legacy_base_floor(last_offset)
         except CorruptDataError as exc:
             base = last_offset
             unreadable = _from_error(exc, "record-corrupt", batch.path)
@@ -988,14 +992,25 @@ class _LogScan:
                 self.on_progress(end - self.reported)
                 self.reported = end
 
-    def accept_clean(self, columns) -> None:
+    def legacy_base_floor(self, last_offset: int) -> int:
+        """A shallow check's stand-in for a compressed legacy wrapper's base offset, which only its
+        inner messages know (Kafka's recovery does not open it either): the lowest it can be, just
+        past every batch before it in the segment (or the segment's base offset), capped at its last
+        offset. `bulk_kernel.scan_legacy` computes the same."""
+        return min(last_offset, self.legacy_floor())
+
+    def legacy_floor(self) -> int:
+        base = self.segment.base_offset
+        return base if self.last_offset is None or self.last_offset < base else min(self.last_offset + 1, (1 << 63) - 1)
+
+    def accept_clean(self, columns, magic: int = 2) -> None:
         """`_accept` for a run of batches the bulk scan vouched for, in which it would find nothing."""
         counts = self.counts
         positions, sizes, base = columns[POSITION], columns[SIZE], columns[BASE_OFFSET]
         last = base + columns[LAST_OFFSET_DELTA]
         if self.deep:
             counts.records += int(columns[RECORDS_COUNT].sum())
-        self.on_batch(FactsRun(self.log.path, columns))
+        self.on_batch(FactsRun(self.log.path, columns, magic))
         self.table.extend(positions, sizes, base, last, columns[MAX_TIMESTAMP])
         largest = int(last.max())
         if self.last_offset is None or largest > self.last_offset:
@@ -1081,14 +1096,19 @@ class _BulkScan:
         start = position
         stopped = False
         while position < log.end and not stopped:
-            n, position, stopped = reader.read(position, scan.deep)
+            magic = log.buffer[position + MAGIC_OFFSET] if position + MAGIC_OFFSET < log.end else 2
+            if magic < 2 and not scan.deep:  # a legacy message set, its wrappers not opened
+                n, position, stopped = reader.read(position, False, scan.legacy_floor())
+            else:
+                magic = 2
+                n, position, stopped = reader.read(position, scan.deep)
             if n:
-                self._accept(reader.columns[:, :n].copy(), lowest, highest)
+                self._accept(reader.columns[:, :n].copy(), lowest, highest, magic)
                 log.release_before(position)
         reader.read_anything(position != start)
         return position
 
-    def _accept(self, columns, lowest: int, highest: int) -> None:
+    def _accept(self, columns, lowest: int, highest: int, magic: int) -> None:
         import numpy as np
 
         scan = self.scan
@@ -1106,11 +1126,16 @@ class _BulkScan:
         log = scan.log
         for row in np.flatnonzero(one_by_one).tolist():
             if row > start:
-                scan.accept_clean(columns[:, start:row])
-            scan._accept(parse_batch(log.buffer, int(columns[POSITION, row]), log.path, log.decompress_limit))
+                scan.accept_clean(columns[:, start:row], magic)
+            position = int(columns[POSITION, row])
+            if magic >= 2:
+                scan._accept(parse_batch(log.buffer, position, log.path, log.decompress_limit))
+            else:
+                scan._accept(legacy.parse_batch(log.buffer, position, position + int(columns[SIZE, row]), log.path,
+                                                log.decompress_limit))
             start = row + 1
         if start < columns.shape[1]:
-            scan.accept_clean(columns[:, start:])
+            scan.accept_clean(columns[:, start:], magic)
 
     def _check_compressed(self, columns, rows) -> None:
         """Decompress these batches here and let the kernel walk their records (it marks those that

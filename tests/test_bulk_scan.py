@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import random
 import struct
+import zlib
 import subprocess
 import sys
 from pathlib import Path
@@ -19,7 +20,7 @@ import pytest
 
 from kafkalog_tools import codecs
 from kafkalog_tools.crc import crc32c
-from kafkalog_tools.formats import bulk_native, bulk_scan
+from kafkalog_tools.formats import bulk_native, bulk_scan, legacy
 from kafkalog_tools.formats.record_batch import ATTR_LOG_APPEND_TIME, build_batch, build_record, parse_batch, skim_records
 from kafkalog_tools.formats.segment import SegmentFile
 from kafkalog_tools.recovery import ProducerState, SegmentRecovery, recover_segment
@@ -49,8 +50,9 @@ def test_verify_in_bulk_equals_batch_by_batch_on_the_corpus(monkeypatch, deep):
     assert len(findings) > 100
 
 
-def test_verify_in_bulk_equals_batch_by_batch_on_damaged_copies(monkeypatch, tmp_path):
-    findings = verify_both_ways(monkeypatch, damaged_copies(tmp_path), deep=True)
+@pytest.mark.parametrize("deep", [True, False], ids=["deep", "shallow"])
+def test_verify_in_bulk_equals_batch_by_batch_on_damaged_copies(monkeypatch, tmp_path, deep):
+    findings = verify_both_ways(monkeypatch, damaged_copies(tmp_path), deep=deep)
     assert {"crc-mismatch", "segment-overlap", "offset-not-increasing"} <= {f["code"] for f in findings}
 
 
@@ -163,21 +165,23 @@ def test_verify_in_bulk_equals_batch_by_batch_on_generated_segments(monkeypatch,
 # ---------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("which", ["hardware", "software"])
-def test_crc32c_kernels_equal_the_crc32c_package(which):
+@pytest.mark.parametrize("which", ["crc32c_hardware", "crc32c_software", "crc32_folding", "crc32_software"])
+def test_crc_kernels_equal_crc32c_and_zlib(which):
     from kafkalog_tools.formats import bulk_kernel
 
-    if which == "hardware" and not bulk_kernel.HARDWARE_CRC:
-        pytest.skip("this CPU has no CRC-32C instruction")
-    function = bulk_kernel.crc32c_hardware if which == "hardware" else bulk_kernel.crc32c_software
+    if (which == "crc32c_hardware" and not bulk_kernel.HARDWARE_CRC) or \
+            (which == "crc32_folding" and not bulk_kernel.CARRYLESS_MULTIPLY):
+        pytest.skip("this CPU has no such instruction")
+    function, reference = getattr(bulk_kernel, which), crc32c if which.startswith("crc32c") else zlib.crc32
     rng = random.Random(3)
     data = rng.randbytes(20000)
     view = KERNEL.view(data)
-    lengths = [n + d for n in (0, 8, 384, 768, 3072, 3072 + 384, 6144) for d in (-9, -1, 0, 1, 7, 8, 9)]
-    for length in lengths + [rng.randrange(n) for n in (20, 200, 5000, 20000) for _ in range(75)]:
+    lanes = [n + d for n in (0, 8, 16, 64, 128, 384, 768, 1024, 3072, 3072 + 384, 6144)
+             for d in (-17, -16, -9, -1, 0, 1, 7, 8, 9, 16, 17)]  # both kernels' lane and block edges
+    for length in lanes + [rng.randrange(n) for n in (20, 200, 5000, 20000) for _ in range(75)]:
         if length >= 0:
             start = rng.randrange(len(data) - length + 1)
-            assert function(view, start, start + length) == crc32c(data[start:start + length]), length
+            assert function(view, start, start + length) == reference(data[start:start + length]), length
 
 
 def golden_v2_logs() -> list[Path]:
@@ -206,6 +210,94 @@ def test_kernel_columns_are_what_parse_batch_reads():
                     assert skim_records(batch)[0] == batch.count
             assert n == len(batches) or stop == batches[n].position
     assert checked > 100  # every uncompressed batch that is not a control batch
+
+
+def test_legacy_columns_are_what_legacy_parse_batch_reads():
+    read = 0
+    for path in [GOLDEN / "logs" / "golden-v0-0", GOLDEN / "logs" / "golden-v1-0"]:
+        for log_path in sorted(need(path).glob("*.log")):
+            with SegmentFile(log_path) as log:
+                columns = KERNEL.columns()
+                n, stop = KERNEL.scan_legacy(KERNEL.view(log.buffer), 0, log.end, log.end, 0, columns)
+                batches = list(log.entries(0))
+                floor = 0
+                for row, batch in zip(range(n), batches):
+                    assert batch.magic < 2 and batch.crc_valid
+                    assert (columns[bulk_scan.POSITION, row], columns[bulk_scan.SIZE, row]) == (batch.position, batch.size)
+                    base = batch.last_offset if not batch.compression_id else min(floor, batch.last_offset)
+                    assert columns[bulk_scan.BASE_OFFSET, row] == base
+                    assert columns[bulk_scan.BASE_OFFSET, row] + columns[bulk_scan.LAST_OFFSET_DELTA, row] == batch.last_offset
+                    assert [columns[bulk_scan.COLUMNS.index(name), row] for name in (
+                        "partition_leader_epoch", "attributes", "max_timestamp", "producer_id")] == [
+                        -1, batch.attributes & 0x0F, batch.max_timestamp, -1]
+                    floor = max(floor, batch.last_offset + 1)
+                assert n == len(batches) or stop == batches[n].position
+                read += n
+    assert read > 100
+
+
+def _legacy_segment(rng: random.Random, base: int) -> bytes:
+    """V0 and V1 messages and wrappers, with the damage a shallow check must hand back."""
+    out = []
+    offset = base
+    magic = rng.choice([0, 1])
+    for _ in range(rng.randrange(1, 40)):
+        if rng.random() < 0.1:
+            magic = 1 - magic
+        roll = rng.random()
+        codec = rng.choice(["none", "none", "gzip", "snappy", "lz4"])
+        timestamp = 1_700_000_000_000 + rng.randrange(-5, 5000)
+        if codec == "none":
+            entry = legacy.build_entry(offset, magic, rng.choice([None, b"k"]), rng.randbytes(rng.randrange(200)),
+                                       timestamp=timestamp, attributes=rng.choice([0, 0, 0x08, 0x30]))
+            count = 1
+        else:
+            count = rng.randrange(1, 6)
+            inner = b"".join(legacy.build_entry(i if magic else offset + i, magic, None, rng.randbytes(50),
+                                                timestamp=timestamp) for i in range(count))
+            wrapped = codecs.compress(codecs.IDS[codec], inner, magic=magic)
+            if roll < 0.05:
+                wrapped = wrapped[:len(wrapped) // 2]  # will not decompress: a shallow check cannot tell
+            entry = legacy.build_entry(offset + count - 1, magic, None, wrapped, timestamp=timestamp,
+                                       attributes=codecs.IDS[codec])
+        data = bytearray(entry)
+        if 0.05 < roll < 0.08:
+            data[-1] ^= 0x40  # a CRC mismatch
+        elif 0.08 < roll < 0.1:
+            data[rng.randrange(18, len(data))] ^= 0x80  # sizes inside no longer add up, CRC fixed
+            data[12:16] = zlib.crc32(data[16:]).to_bytes(4, "big")
+        elif 0.1 < roll < 0.12:
+            data[16] = 0xFF  # magic -1
+            data[12:16] = zlib.crc32(data[16:]).to_bytes(4, "big")
+        out.append(bytes(data))
+        step = count
+        if 0.12 < roll < 0.16:
+            step = -rng.randrange(0, 8)  # offsets go back
+        elif 0.16 < roll < 0.18:
+            step += 1 << 32  # out of the segment's reach
+        offset += step
+    return b"".join(out)
+
+
+def test_verify_in_bulk_equals_batch_by_batch_on_generated_legacy_segments(monkeypatch, tmp_path):
+    rng = random.Random(12)
+    paths = []
+    read = 0
+    for number in range(60):
+        partition = tmp_path / f"legacy-{number}"
+        partition.mkdir()
+        base = 0
+        for _ in range(rng.randrange(1, 4)):
+            data = _legacy_segment(rng, base)
+            (partition / f"{base:020d}.log").write_bytes(data)
+            read += KERNEL.scan_legacy(KERNEL.view(data), 0, len(data), len(data), base, KERNEL.columns())[0]
+            base += 100
+        paths.append(str(partition))
+    findings = verify_both_ways(monkeypatch, paths, deep=False)
+    codes = {f["code"] for f in findings}
+    assert {"crc-mismatch", "corrupt-batch", "offset-not-increasing", "offset-overflow"} <= codes, codes
+    assert "record-corrupt" not in codes  # a shallow check does not open wrappers, as Kafka's recovery does not
+    assert read > 500
 
 
 def test_checked_means_the_records_skim_and_agree_with_the_header():

@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from kafkalog_tools import codecs
 from kafkalog_tools.crc import crc32c
-from kafkalog_tools.formats import offset_index, producer_snapshot, time_index
+from kafkalog_tools.formats import legacy, offset_index, producer_snapshot, time_index
 from kafkalog_tools.formats.offset_index import OffsetIndex
 from kafkalog_tools.formats.record_batch import build_batch, build_record
 from kafkalog_tools.formats.time_index import TimeIndex
@@ -409,6 +410,18 @@ def test_shallow_verification_does_not_decode_records(tmp_path):
     directory = segment_dir(tmp_path, [bytes(data)])
     findings, run = verify(directory, deep=False)
     assert "record-corrupt" not in codes(findings) and run.summary.records is None
+
+
+def test_shallow_verification_does_not_open_legacy_wrappers(tmp_path):
+    inner = b"".join(legacy.build_entry(i, 1, None, b"v", timestamp=10 + i) for i in range(3))
+    wrapped = codecs.compress(codecs.IDS["gzip"], inner, magic=1)
+    directory = segment_dir(tmp_path, [
+        legacy.build_entry(2, 1, None, wrapped, timestamp=12, attributes=codecs.IDS["gzip"]),
+        legacy.build_entry(5, 1, None, wrapped[:-8], timestamp=15, attributes=codecs.IDS["gzip"])])  # cut short
+    deep, _ = verify(directory)
+    assert "record-corrupt" in codes(deep)
+    shallow, run = verify(directory, deep=False)
+    assert "record-corrupt" not in codes(shallow) and run.summary.errors == 0  # as Kafka's recovery sees it
 
 
 def test_repeated_findings_are_capped_per_file_and_code(tmp_path):

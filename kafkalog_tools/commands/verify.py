@@ -22,7 +22,8 @@ SEVERITY_STYLE = {v.ERROR: "bold red", v.WARNING: "yellow", v.INFO: "dim"}
 @click.option("--format", "output_format", type=click.Choice(("text", "json")),
               help="text: findings and a summary for people; json: JSON Lines of findings and a final summary. "
                    "Default: text on a terminal, json on a pipe.")
-@click.option("--shallow", is_flag=True, help="Check batch headers and CRCs only; do not decode records.")
+@click.option("--shallow", is_flag=True, help="Check batch headers and CRCs only, as Kafka's recovery does; "
+                                             "do not decode records or open V0/V1 wrappers.")
 @click.option("--max-findings", type=click.IntRange(min=1), default=v.MAX_FINDINGS_PER_CODE, show_default=True,
               help="Findings shown per file and kind; the rest are counted.")
 @strict_option("error")

@@ -6,8 +6,9 @@ of import and ~3 s of compiling, once).
 The entry points (`ENTRIES`) take C pointers and int64s and return an int64, and nothing in them
 may raise: the object must not need numba's runtime. `build` refuses an object that would.
 
-CRC-32C uses the CPU's instruction (SSE4.2) where there is one, as the `crc32c` package does, and
-slicing-by-8 tables elsewhere; tests check both against the package.
+CRC-32C uses the CPU's instruction (SSE4.2) where there is one, three lanes at a time as the
+`crc32c` package does, and slicing-by-8 tables elsewhere; legacy messages' CRC-32 folds with
+carry-less multiplies (PCLMULQDQ), else tables. Tests check each against `crc32c` and zlib.
 """
 from __future__ import annotations
 
@@ -27,8 +28,9 @@ from .bulk_scan import (ATTRIBUTES, BASE_OFFSET, BASE_SEQUENCE, BASE_TIMESTAMP, 
                         RECORD_COLUMNS, RECORDS_COUNT, RECOVERY_STATE, SIZE, TIME_ENTRIES, VALID_BYTES)
 from .record_batch import ATTR_CODEC, ATTR_CONTROL, ATTR_LOG_APPEND_TIME, HEADER_SIZE
 
-HARDWARE_CRC = binding.get_process_triple().startswith("x86_64") and \
-    bool(binding.get_host_cpu_features().get("sse4.2", False))
+_X86 = binding.get_process_triple().startswith("x86_64")
+HARDWARE_CRC = _X86 and bool(binding.get_host_cpu_features().get("sse4.2", False))
+CARRYLESS_MULTIPLY = _X86 and bool(binding.get_host_cpu_features().get("pclmul", False))
 
 _jit = njit(nogil=True)
 
@@ -52,6 +54,21 @@ def _crc_u8(typingctx, crc, byte):
 
 
 @intrinsic
+def _clmul(typingctx, a, b):
+    """The 128-bit carry-less product of two uint64s (PCLMULQDQ), as (low, high) words."""
+    def codegen(context, builder, signature, args):
+        vector = ir.VectorType(ir.IntType(64), 2)
+        fn = cgutils.get_or_insert_function(
+            builder.module, ir.FunctionType(vector, [vector, vector, ir.IntType(8)]), "llvm.x86.pclmulqdq")
+        zero = ir.Constant(ir.IntType(32), 0)
+        operands = [builder.insert_element(ir.Constant(vector, None), value, zero) for value in args]
+        product = builder.call(fn, [*operands, ir.Constant(ir.IntType(8), 0)])
+        words = [builder.extract_element(product, ir.Constant(ir.IntType(32), i)) for i in range(2)]
+        return context.make_tuple(builder, signature.return_type, words)
+    return types.UniTuple(types.uint64, 2)(types.uint64, types.uint64), codegen
+
+
+@intrinsic
 def _word_at(typingctx, buf, at):
     """The 8 bytes of a uint8 array at `at` as one little-endian word, unaligned, unchecked (an
     array view would need numba's runtime)."""
@@ -62,12 +79,13 @@ def _word_at(typingctx, buf, at):
     return types.uint64(buf, at), codegen
 
 
-def _slicing_tables() -> np.ndarray:
+def _slicing_tables(polynomial: int) -> np.ndarray:
+    """Slicing-by-8 tables of a reflected CRC-32 polynomial."""
     table = np.zeros((8, 256), dtype=np.uint32)
     for n in range(256):
         c = n
         for _ in range(8):
-            c = (c >> 1) ^ (0x82F63B78 if c & 1 else 0)  # CRC-32C's reflected polynomial
+            c = (c >> 1) ^ (polynomial if c & 1 else 0)
         table[0, n] = c
     for k in range(1, 8):
         for n in range(256):
@@ -75,7 +93,11 @@ def _slicing_tables() -> np.ndarray:
     return table
 
 
-_TABLES = _slicing_tables()
+_POLY = 0x82F63B78
+"""CRC-32C's, reflected."""
+_TABLES = _slicing_tables(_POLY)
+_IEEE_TABLES = _slicing_tables(0xEDB88320)
+"""CRC-32's (zlib's), for legacy messages."""
 _POLY = 0x82F63B78
 
 
@@ -144,8 +166,7 @@ def crc32c_hardware(buf, start, end):
 
 
 @_jit
-def crc32c_software(buf, start, end):
-    table = _TABLES
+def _sliced(table, buf, start, end):
     crc = np.uint32(0xFFFFFFFF)
     i = start
     while i + 8 <= end:
@@ -159,6 +180,77 @@ def crc32c_software(buf, start, end):
         crc = table[0, (crc ^ buf[i]) & 0xFF] ^ (crc >> 8)
         i += 1
     return crc ^ np.uint32(0xFFFFFFFF)
+
+
+@_jit
+def crc32c_software(buf, start, end):
+    return _sliced(_TABLES, buf, start, end)
+
+
+@_jit
+def crc32_software(buf, start, end):
+    """zlib's CRC-32, by tables."""
+    return _sliced(_IEEE_TABLES, buf, start, end)
+
+
+# Folding constants of CRC-32's polynomial for 128-bit lanes (Intel, "Fast CRC Computation for
+# Generic Polynomials Using PCLMULQDQ", 2009): x^(4*128+32), x^(4*128-32) mod P, then x^(128+32),
+# x^(128-32) mod P, bit-reflected; zlib-ng and Linux use the same.
+_FOLD_4_LOW, _FOLD_4_HIGH = np.uint64(0x154442BD4), np.uint64(0x1C6E41596)
+_FOLD_1_LOW, _FOLD_1_HIGH = np.uint64(0x1751997D0), np.uint64(0x0CCAA009E)
+
+
+@_jit
+def _fold(low, high, k_low, k_high, next_low, next_high):
+    """A 128-bit lane moved forward by the constants' distance, xor the lane found there."""
+    a_low, a_high = _clmul(low, k_low)
+    b_low, b_high = _clmul(high, k_high)
+    return a_low ^ b_low ^ next_low, a_high ^ b_high ^ next_high
+
+
+@_jit
+def _raw_bytes(table, crc, word):
+    """The table CRC of a word's eight bytes, little-endian, from state `crc`, no inversions."""
+    for _ in range(8):
+        crc = table[0, (crc ^ np.uint32(word & np.uint64(0xFF))) & 0xFF] ^ (crc >> 8)
+        word >>= np.uint64(8)
+    return crc
+
+
+@_jit
+def crc32_folding(buf, start, end):
+    """zlib's CRC-32 with carry-less multiplies: four 16-byte lanes folded 64 bytes at a time, then
+    into one, then by 16 bytes. What is left (one lane and < 16 bytes) has the same raw CRC as the
+    message, so tables finish it."""
+    if end - start < 64:
+        return crc32_software(buf, start, end)
+    table = _IEEE_TABLES
+    i = start
+    l0, h0 = _word_at(buf, i) ^ np.uint64(0xFFFFFFFF), _word_at(buf, i + 8)  # the initial value, xor'd in
+    l1, h1 = _word_at(buf, i + 16), _word_at(buf, i + 24)
+    l2, h2 = _word_at(buf, i + 32), _word_at(buf, i + 40)
+    l3, h3 = _word_at(buf, i + 48), _word_at(buf, i + 56)
+    i += 64
+    while end - i >= 64:
+        l0, h0 = _fold(l0, h0, _FOLD_4_LOW, _FOLD_4_HIGH, _word_at(buf, i), _word_at(buf, i + 8))
+        l1, h1 = _fold(l1, h1, _FOLD_4_LOW, _FOLD_4_HIGH, _word_at(buf, i + 16), _word_at(buf, i + 24))
+        l2, h2 = _fold(l2, h2, _FOLD_4_LOW, _FOLD_4_HIGH, _word_at(buf, i + 32), _word_at(buf, i + 40))
+        l3, h3 = _fold(l3, h3, _FOLD_4_LOW, _FOLD_4_HIGH, _word_at(buf, i + 48), _word_at(buf, i + 56))
+        i += 64
+    low, high = _fold(l0, h0, _FOLD_1_LOW, _FOLD_1_HIGH, l1, h1)
+    low, high = _fold(low, high, _FOLD_1_LOW, _FOLD_1_HIGH, l2, h2)
+    low, high = _fold(low, high, _FOLD_1_LOW, _FOLD_1_HIGH, l3, h3)
+    while end - i >= 16:
+        low, high = _fold(low, high, _FOLD_1_LOW, _FOLD_1_HIGH, _word_at(buf, i), _word_at(buf, i + 8))
+        i += 16
+    crc = _raw_bytes(table, _raw_bytes(table, np.uint32(0), low), high)
+    while i < end:
+        crc = table[0, (crc ^ buf[i]) & 0xFF] ^ (crc >> 8)
+        i += 1
+    return crc ^ np.uint32(0xFFFFFFFF)
+
+
+crc32 = crc32_folding if CARRYLESS_MULTIPLY else crc32_software
 
 
 crc32c = crc32c_hardware if HARDWARE_CRC else crc32c_software
@@ -310,6 +402,81 @@ def scan(buf, start, limit, end, deep, columns):
         columns[CHECKED, n] = checked
         n += 1
         pos = batch_end
+    return n, pos
+
+
+_LEGACY_CRC_AT, _LEGACY_MAGIC_AT = 12, 16
+_LEGACY_OVERHEAD_V0 = 14
+"""Kafka's smallest legacy message (crc, magic, attributes, key and value sizes)."""
+_LEGACY_ATTRIBUTES = 0x0F
+"""The bits a legacy message has (codec, timestamp type); the V2-only ones never reach the columns."""
+
+
+@_jit
+def _legacy_sized_end(buf, cursor, message_end):
+    """Where a key or value whose int32 size is at `cursor` ends; -1 past `message_end`."""
+    if cursor + 4 > message_end:
+        return -1
+    size = _signed(_be(buf, cursor, 4), 32)
+    cursor += 4
+    if size < 0:
+        return cursor
+    return cursor + size if cursor + size <= message_end else -1
+
+
+@_jit
+def scan_legacy(buf, start, limit, end, floor, columns):
+    """Clean V0 or V1 messages (shallow: a compressed wrapper is not opened) from `start`, as `scan`
+    does for V2, all of the first one's magic. A wrapper's base offset is verify's stand-in for the
+    one only its inner messages know: the lowest it can be, `floor` (the segment's base offset, or
+    past every last offset before it), capped at its own last offset. Returns (read, next entry)."""
+    capacity = columns.shape[1]
+    pos = start
+    n = 0
+    magic = -1
+    while pos < limit and n < capacity and pos < end - 17:
+        size = _signed(_be(buf, pos + _LENGTH_AT, 4), 32)
+        if size < _LEGACY_OVERHEAD_V0 or pos > end - _OVERHEAD - size:
+            break
+        this_magic = np.int64(buf[pos + _LEGACY_MAGIC_AT])
+        if this_magic > 1 or (magic >= 0 and this_magic != magic):
+            break
+        magic = this_magic
+        message_end = pos + _OVERHEAD + size
+        cursor = pos + _LEGACY_MAGIC_AT + 2
+        timestamp = np.int64(-1)
+        if magic == 1:
+            if cursor + 8 > message_end:
+                break
+            timestamp = _be(buf, cursor, 8)
+            cursor += 8
+        cursor = _legacy_sized_end(buf, cursor, message_end)
+        if cursor < 0 or _legacy_sized_end(buf, cursor, message_end) < 0:
+            break
+        if crc32(buf, pos + _LEGACY_MAGIC_AT, message_end) != _be(buf, pos + _LEGACY_CRC_AT, 4):
+            break
+        attributes = np.int64(buf[pos + _LEGACY_MAGIC_AT + 1]) & _LEGACY_ATTRIBUTES
+        last = _be(buf, pos, 8)
+        base = last
+        if attributes & ATTR_CODEC != 0 and floor < last:
+            base = floor
+        if last >= floor:
+            floor = last + 1 if last < _LONG_MAX else last
+        columns[POSITION, n] = pos
+        columns[SIZE, n] = _OVERHEAD + size
+        columns[BASE_OFFSET, n] = base
+        columns[LAST_OFFSET_DELTA, n] = last - base
+        columns[LEADER_EPOCH, n] = -1
+        columns[ATTRIBUTES, n] = attributes
+        columns[BASE_TIMESTAMP, n] = timestamp
+        columns[MAX_TIMESTAMP, n] = timestamp
+        columns[PRODUCER_ID, n] = -1
+        columns[PRODUCER_EPOCH, n] = -1
+        columns[BASE_SEQUENCE, n] = -1
+        columns[RECORDS_COUNT, n] = 1 if attributes & ATTR_CODEC == 0 else 0
+        columns[CHECKED, n] = 0
+        n += 1
+        pos = message_end
     return n, pos
 
 
@@ -499,6 +666,14 @@ def _scan_entry(buf, length, start, limit, end, deep, columns, capacity, out):
     return 0
 
 
+@njit(_I64(_BYTES, _I64, _I64, _I64, _I64, _I64, _LONGS, _I64, _LONGS), nogil=True)
+def _scan_legacy_entry(buf, length, start, limit, end, floor, columns, capacity, out):
+    n, after = scan_legacy(carray(buf, (length,)), start, limit, end, floor, carray(columns, (_COLUMN_COUNT, capacity)))
+    result = carray(out, (2,))
+    result[0], result[1] = n, after
+    return 0
+
+
 @njit(_I64(_BYTES, _I64, _LONGS, _LONGS, _I64, _LONGS, _I64), nogil=True)
 def _agree_entry(payloads, length, bounds, rows, count, columns, capacity):
     agree_each(carray(payloads, (length,)), carray(bounds, (count + 1,)), carray(columns, (_COLUMN_COUNT, capacity)),
@@ -527,7 +702,7 @@ def _decode_entry(segment, segment_length, payloads, payloads_length, columns, c
     return 0
 
 
-ENTRIES = {"scan": _scan_entry, "agree_each": _agree_entry, "recovery_index": _recovery_entry,
+ENTRIES = {"scan": _scan_entry, "scan_legacy": _scan_legacy_entry, "agree_each": _agree_entry, "recovery_index": _recovery_entry,
            "decode_each": _decode_entry}
 """The object's exported functions, each named `kafkalog_<key>`."""
 _UNREACHABLE = """

@@ -113,6 +113,7 @@ def _store(key: str, code: bytes) -> None:
 _I64, _POINTER = ctypes.c_int64, ctypes.c_void_p
 _SIGNATURES = {  # bulk_kernel.ENTRIES, in their argument order
     "scan": (_POINTER, _I64, _I64, _I64, _I64, _I64, _POINTER, _I64, _POINTER),
+    "scan_legacy": (_POINTER, _I64, _I64, _I64, _I64, _I64, _POINTER, _I64, _POINTER),
     "agree_each": (_POINTER, _I64, _POINTER, _POINTER, _I64, _POINTER, _I64),
     "recovery_index": (_POINTER, _I64, _I64, _I64, _POINTER, _POINTER, _POINTER, _I64),
     "decode_each": (_POINTER, _I64, _POINTER, _I64, _POINTER, _I64, _I64, _I64, _POINTER, _POINTER, _POINTER,
@@ -164,10 +165,17 @@ class NativeKernel:
 
     def scan(self, view, start: int, limit: int, end: int, deep: bool, columns) -> tuple[int, int]:
         """bulk_kernel.scan: (batches read into `columns`, where the next entry starts)."""
+        return self._scan("scan", view, start, limit, end, int(deep), columns)
+
+    def scan_legacy(self, view, start: int, limit: int, end: int, floor: int, columns) -> tuple[int, int]:
+        """bulk_kernel.scan_legacy: (messages read into `columns`, where the next entry starts)."""
+        return self._scan("scan_legacy", view, start, limit, end, floor, columns)
+
+    def _scan(self, name: str, view, start: int, limit: int, end: int, argument: int, columns) -> tuple[int, int]:
         if not (0 <= start and end <= view.size):
             raise ValueError(f"bulk kernel: scan of {start}..{end} in {view.size} bytes")
         out = np.empty(2, dtype=np.int64)
-        self._call("scan", _address(view, np.uint8), view.size, int(start), int(limit), int(end), int(deep),
+        self._call(name, _address(view, np.uint8), view.size, int(start), int(limit), int(end), int(argument),
                    _address(columns, np.int64, len(COLUMNS), True), columns.shape[1], out.ctypes.data)
         return int(out[0]), int(out[1])
 

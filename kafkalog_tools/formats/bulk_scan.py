@@ -1,4 +1,5 @@
-"""Runs of clean V2 record batches, read in bulk by compiled code into columns.
+"""Runs of clean V2 record batches (and, for a shallow verify, of V0/V1 messages, wrappers not
+opened), read in bulk by compiled code into columns.
 
 On small batches the per-batch path (`SegmentFile.entries` + `parse_batch`) costs ~6 µs of
 interpreter work per batch, whatever the batch holds; a C reader needs ~1.4 µs. Here one loop,
@@ -68,19 +69,23 @@ _avoided = 0.0
 the load, the kernel is loaded (a ski-rental rule: never worse than twice the better choice)."""
 
 
-def wanted(buffer, end: int, records: bool, costs: tuple[float, float] = CHECK_COSTS) -> bool:
+def wanted(buffer, end: int, records: bool, costs: tuple[float, float] = CHECK_COSTS, legacy: bool = False) -> bool:
     """Whether to scan this segment's bytes in bulk. `auto` estimates the per-batch path's cost
     (`costs`: per batch, per record when `records` are read) from the first batch's size and
-    record count (V2 only), and loads the kernel once that would have paid for it."""
+    record count, and loads the kernel once that would have paid for it. A segment that starts
+    with a legacy message only pays where the caller reads them in bulk too (`legacy`)."""
     global _avoided
     chosen = mode()
     if chosen == "never" or end < HEADER_SIZE:
         return False
     if chosen == "auto":
-        if buffer[FIELD_AT["magic"]] != 2:
-            return False
         size = LOG_OVERHEAD + int.from_bytes(buffer[FIELD_AT["batch_length"]:FIELD_AT["batch_length"] + 4], "big")
-        count = int.from_bytes(buffer[FIELD_AT["records_count"]:FIELD_AT["records_count"] + 4], "big", signed=True)
+        if buffer[FIELD_AT["magic"]] == 2:
+            count = int.from_bytes(buffer[FIELD_AT["records_count"]:FIELD_AT["records_count"] + 4], "big", signed=True)
+        elif buffer[FIELD_AT["magic"]] < 2 and legacy and not records:
+            count = 0
+        else:
+            return False
         batches = end / max(size, HEADER_SIZE)
         per_batch, per_record = costs
         seconds = batches * (per_batch + (max(count, 0) * per_record if records else 0.0))
@@ -121,14 +126,18 @@ class Reader:
         self.then_one_by_one = 1
         """Doubles while the kernel reads nothing at all (a legacy segment), back to 1 once it does."""
 
-    def read(self, position: int, deep: bool) -> tuple[int, int, bool]:
+    def read(self, position: int, deep: bool, legacy_floor: int | None = None) -> tuple[int, int, bool]:
         """One call from `position`: (batches now in `columns`, where the next entry starts, whether
-        the kernel stopped before an entry it cannot vouch for rather than at the range's end)."""
+        the kernel stopped before an entry it cannot vouch for rather than at the range's end).
+        With a `legacy_floor`, V0 or V1 messages instead, wrappers not opened (`scan_legacy`)."""
         end = self.segment.end
         limit = min(end, position + self.step)
         if self.prefetch is not None:
             self.prefetch.ahead(limit, min(end, limit + self.step))
-        n, after = self.kernel.scan(self.view, position, limit, end, deep, self.columns)
+        if legacy_floor is None:
+            n, after = self.kernel.scan(self.view, position, limit, end, deep, self.columns)
+        else:
+            n, after = self.kernel.scan_legacy(self.view, position, limit, end, legacy_floor, self.columns)
         return n, after, after < limit and n < self.columns.shape[1]
 
     def read_anything(self, any_read: bool) -> None:
