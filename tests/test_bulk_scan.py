@@ -140,18 +140,20 @@ def generated_segment(rng: random.Random, base: int) -> bytes:
     return b"".join(out)
 
 
-def test_verify_in_bulk_equals_batch_by_batch_on_generated_segments(monkeypatch, tmp_path):
-    rng = random.Random(11)
+def generated_partitions(root: Path, rng: random.Random, count: int, segment, spacing: int) -> list[str]:
+    """`count` partitions of one to three segments each, `segment(rng, base)` their bytes."""
     paths = []
-    for number in range(80):
-        partition = tmp_path / f"gen-{number}"
+    for number in range(count):
+        partition = root / f"gen-{number}"
         partition.mkdir()
-        base = 0
-        for _ in range(rng.randrange(1, 4)):
-            data = generated_segment(rng, base)
-            (partition / f"{base:020d}.log").write_bytes(data)
-            base += 200
+        for base in range(0, spacing * rng.randrange(1, 4), spacing):
+            (partition / f"{base:020d}.log").write_bytes(segment(rng, base))
         paths.append(str(partition))
+    return paths
+
+
+def test_verify_in_bulk_equals_batch_by_batch_on_generated_segments(monkeypatch, tmp_path):
+    paths = generated_partitions(tmp_path, random.Random(11), 80, generated_segment, 200)
     findings = []
     for deep in (True, False):
         findings += verify_both_ways(monkeypatch, paths, deep)
@@ -280,19 +282,11 @@ def _legacy_segment(rng: random.Random, base: int) -> bytes:
 
 
 def test_verify_in_bulk_equals_batch_by_batch_on_generated_legacy_segments(monkeypatch, tmp_path):
-    rng = random.Random(12)
-    paths = []
+    paths = generated_partitions(tmp_path, random.Random(12), 60, _legacy_segment, 100)
     read = 0
-    for number in range(60):
-        partition = tmp_path / f"legacy-{number}"
-        partition.mkdir()
-        base = 0
-        for _ in range(rng.randrange(1, 4)):
-            data = _legacy_segment(rng, base)
-            (partition / f"{base:020d}.log").write_bytes(data)
-            read += KERNEL.scan_legacy(KERNEL.view(data), 0, len(data), len(data), base, KERNEL.columns())[0]
-            base += 100
-        paths.append(str(partition))
+    for log in Path(tmp_path).glob("*/*.log"):
+        data = log.read_bytes()
+        read += KERNEL.scan_legacy(KERNEL.view(data), 0, len(data), len(data), int(log.stem), KERNEL.columns())[0]
     findings = verify_both_ways(monkeypatch, paths, deep=False)
     codes = {f["code"] for f in findings}
     assert {"crc-mismatch", "corrupt-batch", "offset-not-increasing", "offset-overflow"} <= codes, codes
