@@ -26,6 +26,7 @@ from .bulk_scan import (ATTRIBUTES, BASE_OFFSET, BASE_SEQUENCE, BASE_TIMESTAMP, 
                         POSITION, PRODUCER_EPOCH, PRODUCER_ID, R_FIRST_HEADER, R_HEADER_COUNT, R_KEY_LENGTH,
                         R_KEY_START, R_OFFSET, R_SEQUENCE, R_SIZE, R_TIMESTAMP, R_VALUE_LENGTH, R_VALUE_START,
                         RECORD_COLUMNS, RECORDS_COUNT, RECOVERY_STATE, SIZE, TIME_ENTRIES, VALID_BYTES)
+from . import legacy
 from .record_batch import ATTR_CODEC, ATTR_CONTROL, ATTR_LOG_APPEND_TIME, HEADER_SIZE
 
 _X86 = binding.get_process_triple().startswith("x86_64")
@@ -405,11 +406,10 @@ def scan(buf, start, limit, end, deep, columns):
     return n, pos
 
 
-_LEGACY_CRC_AT, _LEGACY_MAGIC_AT = 12, 16
-_LEGACY_OVERHEAD_V0 = 14
-"""Kafka's smallest legacy message (crc, magic, attributes, key and value sizes)."""
-_LEGACY_ATTRIBUTES = 0x0F
-"""The bits a legacy message has (codec, timestamp type); the V2-only ones never reach the columns."""
+_LEGACY_CRC_AT, _LEGACY_MAGIC_AT = legacy.LOG_ENTRY_HEADER.sizeof(), legacy.CRC_START
+_LEGACY_OVERHEAD_V0 = legacy.RECORD_OVERHEAD_V0
+_LEGACY_ATTRIBUTES = legacy.ATTR_CODEC | legacy.ATTR_LOG_APPEND_TIME
+"""The bits a legacy message has; the V2-only ones never reach the columns."""
 
 
 @_jit

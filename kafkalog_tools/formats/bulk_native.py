@@ -28,8 +28,9 @@ from .bulk_scan import CAPACITY, COLUMNS, HEADER_COLUMNS, RECORD_COLUMNS, RECOVE
 
 CACHE_VARIABLE = "KAFKALOG_KERNEL_CACHE"
 """A directory for the compiled kernels, instead of `__pycache__` or ~/.cache/kafkalog-tools."""
-_SOURCES = ("bulk_kernel.py", "bulk_scan.py", "bulk_native.py", "record_batch.py")
-"""What the machine code depends on: the kernels, their column layout, this ABI, the batch schema."""
+_SOURCES = ("bulk_kernel.py", "bulk_scan.py", "bulk_native.py", "record_batch.py", "legacy.py")
+"""What the machine code depends on: the kernels, their column layout, this ABI, the batch and
+legacy message schemas."""
 _MAGIC = b"kafkalog-tools bulk kernels 1\n"
 
 
