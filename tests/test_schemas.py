@@ -20,7 +20,8 @@ from hypothesis import strategies as st
 
 from kafkalog_tools import codecs
 from kafkalog_tools import protocol as p
-from kafkalog_tools.formats import checkpoint, control, legacy, offset_index, producer_snapshot, time_index, txn_index
+from kafkalog_tools.formats import (checkpoint, control, elf_object, legacy, offset_index, producer_snapshot, time_index,
+                                    txn_index)
 from kafkalog_tools.formats import record_batch as rb
 from kafkalog_tools.schema import derive_struct
 from tests.strategies import (
@@ -85,6 +86,10 @@ FIXED = [
     ("txn index ENTRY_SCHEMA", txn_index.ENTRY_SCHEMA, 34),
     ("snapshot HEADER_SCHEMA", producer_snapshot.HEADER_SCHEMA, 6),
     ("snapshot ENTRY_SCHEMA", producer_snapshot.ENTRY_SCHEMA, 46),
+    ("ELF_HEADER", elf_object.ELF_HEADER, 64),  # the kernels' machine code (System V ABI sizes)
+    ("ELF SECTION_HEADER", elf_object.SECTION_HEADER, 64),
+    ("ELF SYMBOL", elf_object.SYMBOL, 24),
+    ("ELF RELOCATION", elf_object.RELOCATION, 24),
 ]
 
 

@@ -1,6 +1,6 @@
 """The compiled half of `bulk_scan`: loops written in Python and compiled by numba into one
-object file of machine code (`build`). `bulk_native` caches that object and loads it with llvmlite
-alone, so a run imports numba only when there is no object for this source and CPU yet (~0.5 s
+object file of machine code (`build`). `bulk_native` caches that object and maps it without numba
+(and on x86-64 without llvmlite), so a run imports numba only when there is no object for this source and CPU yet (~0.5 s
 of import and ~3 s of compiling, once).
 
 The entry points (`ENTRIES`) take C pointers and int64s and return an int64, and nothing in them

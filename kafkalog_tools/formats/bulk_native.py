@@ -1,14 +1,17 @@
-"""The bulk kernels' machine code: built once by numba, cached on disk, loaded with llvmlite alone.
+"""The bulk kernels' machine code: built once by numba, cached on disk, mapped without LLVM.
 
 Importing numba and loading its cached functions cost ~1 s of CPU per process, which on a 1 GiB
 segment of large batches is more than the scan itself. So numba only compiles: `bulk_kernel.build`
-turns the kernels into one relocatable object for this CPU (~3 s, once per source and CPU). Every
-later run reads that object from the cache, maps it with llvmlite's MCJIT (~50 ms to import
-llvmlite, ~3 ms to load) and calls the entry points through ctypes, which releases the GIL.
+turns the kernels into one relocatable object for this CPU (~10 s, once per source and CPU). Every
+later run reads that object from the cache and, on x86-64, lays it out itself (`elf_object`: the
+object is position-independent, so that is a copy and ~130 relative patches, <1 ms) into pages it
+then makes executable. Elsewhere LLVM's MCJIT maps it, which costs importing llvmlite (~40 ms).
+The entry points are called through ctypes, which releases the GIL.
 
 The cache sits beside the module (`__pycache__`, as numba's own did), else in the user's cache
-directory, or where KAFKALOG_KERNEL_CACHE points. Its key covers the kernel sources, llvmlite and
-numba, and the CPU; a file whose digest does not match is ignored, never loaded.
+directory, or where KAFKALOG_KERNEL_CACHE points. Its key covers the kernel sources, where and when
+llvmlite and numba were installed, and the CPU (from /proc/cpuinfo where there is one, so that a
+run never imports llvmlite); a file whose digest does not match is ignored, never loaded.
 """
 from __future__ import annotations
 
@@ -19,51 +22,153 @@ import hashlib
 import importlib.util
 import mmap
 import os
+import platform
+import sys
 import tempfile
 from pathlib import Path
 
 import numpy as np
 
+from . import elf_object
 from .bulk_scan import CAPACITY, COLUMNS, HEADER_COLUMNS, RECORD_COLUMNS, RECOVERY_STATE
 
 CACHE_VARIABLE = "KAFKALOG_KERNEL_CACHE"
 """A directory for the compiled kernels, instead of `__pycache__` or ~/.cache/kafkalog-tools."""
-_SOURCES = ("bulk_kernel.py", "bulk_scan.py", "bulk_native.py", "record_batch.py", "legacy.py")
-"""What the machine code depends on: the kernels, their column layout, this ABI, the batch and
-legacy message schemas."""
+_SOURCES = ("bulk_kernel.py", "bulk_scan.py", "bulk_native.py", "record_batch.py", "legacy.py", "elf_object.py")
+"""What the machine code depends on: the kernels, their column layout, this ABI and loader, the
+batch and legacy message schemas."""
 _MAGIC = b"kafkalog-tools bulk kernels 1\n"
+_ENTRY_PREFIX = "kafkalog_"
+_X86_64 = platform.machine().lower() in ("x86_64", "amd64")
+"""Where the object is built position-independent, for `elf_object` to lay out."""
 
 
 def load() -> NativeKernel:
     """The kernels from the cache, or built now (importing numba) and cached."""
-    from llvmlite import binding
-
-    binding.initialize_native_target()
-    binding.initialize_native_asmprinter()
-    machine = binding.Target.from_triple(binding.get_process_triple()).create_target_machine(
-        cpu=binding.get_host_cpu_name(), features=binding.get_host_cpu_features().flatten(), opt=3,
-        codemodel="jitdefault")
-    key = cache_key(binding)
+    key = cache_key()
     code = _cached(key)
     if code is None:
-        from . import bulk_kernel
-
-        code = bulk_kernel.build(machine)
+        code = _build()
         _store(key, code)
-    return NativeKernel(binding, machine, code)
+    try:
+        return NativeKernel(*_mapped(code))
+    except (elf_object.UnsupportedObject, OSError):  # not an object for this loader, or no executable pages
+        return NativeKernel(*jitted(code))
 
 
-def cache_key(binding) -> str:
+def _build() -> bytes:
+    from llvmlite import binding
+
+    from . import bulk_kernel
+
+    return bulk_kernel.build(_target_machine(binding))
+
+
+def _target_machine(binding):
+    """This CPU's, optimising fully; on x86-64 for position-independent code in the small code
+    model, which `elf_object` lays out and MCJIT maps alike."""
+    binding.initialize_native_target()
+    binding.initialize_native_asmprinter()
+    model = {"reloc": "pic", "codemodel": "small"} if _X86_64 else {"codemodel": "jitdefault"}
+    return binding.Target.from_triple(binding.get_process_triple()).create_target_machine(
+        cpu=binding.get_host_cpu_name(), features=binding.get_host_cpu_features().flatten(), opt=3, **model)
+
+
+def _mapped(code: bytes) -> tuple[dict[str, int], _ExecutablePages]:
+    """The object laid out by `elf_object` in pages of its own: (entry addresses, the pages)."""
+    image = elf_object.image(code, _ENTRY_PREFIX)
+    pages = _ExecutablePages(image.code)
+    return {name: pages.address + at for name, at in image.entries.items()}, pages
+
+
+def jitted(code: bytes):
+    """The object mapped by LLVM's MCJIT: (entry addresses, the engine that owns the code)."""
+    from llvmlite import binding
+
+    engine = binding.create_mcjit_compiler(binding.parse_assembly(""), _target_machine(binding))
+    engine.add_object_file(binding.ObjectFileRef.from_data(code))
+    engine.finalize_object()
+    names = (_ENTRY_PREFIX + name for name in _SIGNATURES)
+    return {name: engine.get_function_address(name) for name in names}, engine
+
+
+class _ExecutablePages:
+    """A private anonymous mapping holding `code`, made read-only and executable once written,
+    unmapped when this is collected (the kernel that calls into it holds it)."""
+
+    def __init__(self, code: bytes):
+        self.address = None
+        libc = _libc()
+        self.size = max(-(-len(code) // mmap.PAGESIZE) * mmap.PAGESIZE, mmap.PAGESIZE)
+        address = libc.mmap(None, self.size, mmap.PROT_READ | mmap.PROT_WRITE, mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS,
+                            -1, 0)
+        if address in (None, ctypes.c_void_p(-1).value):
+            raise OSError(ctypes.get_errno(), "bulk kernel: no pages for the machine code")
+        self.address, self._munmap = address, libc.munmap  # kept: module globals may be gone when this is collected
+        ctypes.memmove(address, code, len(code))
+        if libc.mprotect(address, self.size, mmap.PROT_READ | mmap.PROT_EXEC) != 0:
+            error = ctypes.get_errno()
+            self.close()
+            raise OSError(error, "bulk kernel: pages cannot be made executable")
+
+    def close(self) -> None:
+        if self.address is not None:
+            self._munmap(self.address, self.size)
+            self.address = None
+
+    __del__ = close
+
+
+@functools.cache
+def _libc():
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mmap.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long)
+    libc.mmap.restype = ctypes.c_void_p
+    for call in (libc.mprotect, libc.madvise):
+        call.argtypes, call.restype = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int), ctypes.c_int
+    libc.munmap.argtypes, libc.munmap.restype = (ctypes.c_void_p, ctypes.c_size_t), ctypes.c_int
+    return libc
+
+
+def cache_key() -> str:
     digest = hashlib.sha256(_MAGIC)
-    numba = importlib.util.find_spec("numba")  # where and when it was installed, without importing it
-    numba_install = (numba.origin, os.stat(numba.origin).st_mtime_ns) if numba and numba.origin else None
-    for part in (binding.llvm_version_info, numba_install, binding.get_process_triple(), binding.get_host_cpu_name(),
-                 binding.get_host_cpu_features().flatten()):
+    for part in (_installed("numba"), _installed("llvmlite"), sys.platform, platform.machine(), _cpu()):
         digest.update(repr(part).encode() + b"\0")
     here = os.path.dirname(__file__)
     for name in _SOURCES:  # through the loader: inside a zip (Spark's addPyFile) there is no file to open
         digest.update(__loader__.get_data(os.path.join(here, name)))
     return digest.hexdigest()
+
+
+def _installed(package: str):
+    """Where and when `package` was installed, without importing it."""
+    spec = importlib.util.find_spec(package)
+    return (spec.origin, os.stat(spec.origin).st_mtime_ns) if spec and spec.origin else None
+
+
+_CPU_FIELDS = ("vendor_id", "cpu family", "model", "model name", "stepping", "flags",  # x86
+               "CPU implementer", "CPU architecture", "CPU variant", "CPU part", "Features")  # arm
+"""What /proc/cpuinfo says of the first CPU that decides which instructions the code may use."""
+
+
+def _cpu() -> tuple:
+    """The CPU the code is built for: from Linux's /proc/cpuinfo (~0.2 ms), else from LLVM."""
+    fields = []
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as info:
+            for line in info:
+                if not line.strip():
+                    break  # the end of the first CPU's block
+                key, _, value = line.partition(":")
+                if key.strip() in _CPU_FIELDS:
+                    fields.append((key.strip(), value.strip()))
+    except OSError:
+        pass
+    if fields:
+        return tuple(sorted(fields))
+    from llvmlite import binding
+
+    return binding.get_host_cpu_name(), binding.get_host_cpu_features().flatten()
 
 
 def cache_dirs() -> list[Path]:
@@ -135,15 +240,13 @@ def _address(array: np.ndarray, dtype, rows: int | None = None, writable: bool =
 class NativeKernel:
     """The loaded entry points, called with numpy arrays as the numba functions were."""
 
-    def __init__(self, binding, machine, code: bytes):
-        self._engine = binding.create_mcjit_compiler(binding.parse_assembly(""), machine)  # owns the code
-        self._engine.add_object_file(binding.ObjectFileRef.from_data(code))
-        self._engine.finalize_object()
+    def __init__(self, addresses: dict[str, int], owner):
+        self._owner = owner  # the pages or the engine holding the code: alive as long as this is
         self._entries = {}
         for name, arguments in _SIGNATURES.items():
-            address = self._engine.get_function_address(f"kafkalog_{name}")
+            address = addresses.get(_ENTRY_PREFIX + name)
             if not address:
-                raise RuntimeError(f"bulk kernel: no kafkalog_{name} in the compiled object")
+                raise RuntimeError(f"bulk kernel: no {_ENTRY_PREFIX}{name} in the compiled object")
             self._entries[name] = ctypes.CFUNCTYPE(_I64, *arguments)(address)
         n, after = self.scan(self.view(bytes(64)), 0, 64, 64, True, self.columns(1))
         if (n, after) != (0, 0):  # 64 zero bytes: a batch too short to be one
@@ -230,9 +333,7 @@ _MADV_POPULATE_READ = 22
 @functools.cache
 def _madvise():
     """libc's madvise, called through ctypes so the GIL is released (mmap.madvise keeps it)."""
-    function = ctypes.CDLL(None, use_errno=True).madvise
-    function.argtypes, function.restype = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int), ctypes.c_int
-    return function, concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="kafkalog-prefetch")
+    return _libc().madvise, concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="kafkalog-prefetch")
 
 
 class Prefetch:

@@ -13,8 +13,8 @@ did not or could not walk. The per-batch path takes those over and owns every fi
 paths cannot disagree on what is wrong: this one only says less, sooner.
 
 The kernels are optional: without them (no numba to build them, no LLVM to load them, or
-KAFKALOG_BULK=never) callers take the per-batch path. `bulk_native` loads them (~0.15 s with
-numpy), so `auto` uses them only where that pays. The field offsets come from `BATCH_HEADER`, the
+KAFKALOG_BULK=never) callers take the per-batch path. `bulk_native` loads them (~0.1 s, mostly
+importing numpy), so `auto` uses them only where that pays. The field offsets come from `BATCH_HEADER`, the
 schema in record_batch.py.
 """
 from __future__ import annotations
@@ -62,8 +62,8 @@ CHECK_COSTS = (6e-6, 1.5e-6)
 reads them (bench/RESULTS.md, one-record and lz4 batches)."""
 DUMP_COSTS = (12e-6, 4e-6)
 """The same for dump JSON Lines, which builds a line per batch and per record."""
-LOAD_SECONDS = 0.15
-"""Importing numpy and llvmlite and loading the cached kernels: ~0.09 s and ~0.06 s here."""
+LOAD_SECONDS = 0.1
+"""Importing numpy and mapping the cached kernels: ~0.09 s and ~2 ms here."""
 _avoided = 0.0
 """Estimated per-batch seconds `auto` chose so far in this process: once that would have paid for
 the load, the kernel is loaded (a ski-rental rule: never worse than twice the better choice)."""

@@ -1,0 +1,174 @@
+"""ELF64 relocatable objects for x86-64, as far as the bulk kernels need: the sections a program
+loads, laid out in one image, with their PC-relative relocations applied.
+
+numba compiles the kernels once into such an object (`bulk_kernel.build`, position-independent,
+small code model). Mapping it with LLVM's MCJIT means importing llvmlite first, ~40 ms of every
+run. Yet an object whose every relocation is relative to the place it patches needs no linker: lay
+its sections out, write (target + addend - place) into each place, and the image runs wherever it
+is mapped. Anything else (another machine, an absolute relocation, writable data, a symbol from
+outside) is refused with `UnsupportedObject`, and the caller lets LLVM map the object instead.
+
+Layouts from the System V ABI's ELF chapter and its x86-64 supplement (relocation types 2 and 4).
+"""
+from __future__ import annotations
+
+import struct
+from collections import namedtuple
+from dataclasses import dataclass
+
+from construct import Int8ul, Int16ul, Int32ul, Int64sl, Int64ul, Struct
+
+from ..schema import derive_struct, field_names
+
+ELF_HEADER = Struct(
+    "magic" / Int32ul,
+    "elf_class" / Int8ul,
+    "data_encoding" / Int8ul,
+    "ident_version" / Int8ul,
+    "os_abi" / Int8ul,
+    "abi_version_and_padding" / Int64ul,
+    "type" / Int16ul,
+    "machine" / Int16ul,
+    "version" / Int32ul,
+    "entry" / Int64ul,
+    "program_headers_at" / Int64ul,
+    "section_headers_at" / Int64ul,
+    "flags" / Int32ul,
+    "header_size" / Int16ul,
+    "program_header_size" / Int16ul,
+    "program_headers" / Int16ul,
+    "section_header_size" / Int16ul,
+    "sections" / Int16ul,
+    "section_names_index" / Int16ul,
+)
+SECTION_HEADER = Struct(
+    "name" / Int32ul,
+    "type" / Int32ul,
+    "flags" / Int64ul,
+    "address" / Int64ul,
+    "offset" / Int64ul,
+    "size" / Int64ul,
+    "link" / Int32ul,
+    "info" / Int32ul,
+    "alignment" / Int64ul,
+    "entry_size" / Int64ul,
+)
+SYMBOL = Struct(
+    "name" / Int32ul,
+    "info" / Int8ul,
+    "other" / Int8ul,
+    "section" / Int16ul,
+    "value" / Int64ul,
+    "size" / Int64ul,
+)
+RELOCATION = Struct(  # Elf64_Rela
+    "offset" / Int64ul,
+    "info" / Int64ul,
+    "addend" / Int64sl,
+)
+
+ELF_MAGIC = 0x464C457F  # "\x7fELF", little-endian
+CLASS_64, LITTLE_ENDIAN, RELOCATABLE, X86_64 = 2, 1, 1, 62
+SHT_SYMTAB, SHT_RELA, SHT_NOBITS, SHT_REL, SHT_X86_64_UNWIND = 2, 4, 8, 9, 0x70000001
+SHF_WRITE, SHF_ALLOC = 0x1, 0x2
+SHN_LORESERVE = 0xFF00
+"""Section indexes from here up are special (absolute, common...): nothing the image holds."""
+STT_FUNC = 2
+R_X86_64_PC32, R_X86_64_PLT32 = 2, 4
+"""S + A - P, 32 bits signed: a call (no PLT needed, the callee is in the image) or a RIP-relative load."""
+
+_HEADER, _SECTION, _SYMBOL, _RELOCATION = (derive_struct(s) for s in (ELF_HEADER, SECTION_HEADER, SYMBOL, RELOCATION))
+ElfHeader = namedtuple("ElfHeader", field_names(ELF_HEADER))
+SectionHeader = namedtuple("SectionHeader", field_names(SECTION_HEADER))
+Symbol = namedtuple("Symbol", field_names(SYMBOL))
+
+
+class UnsupportedObject(ValueError):
+    """An object this loader does not take; LLVM can still map it."""
+
+
+@dataclass(frozen=True)
+class Image:
+    code: bytes
+    """The loaded sections, laid out at their alignments, relocated: runs at any page-aligned address."""
+    entries: dict[str, int]
+    """Each exported function's offset in `code`, by name."""
+
+
+def image(data: bytes, exported_prefix: str) -> Image:
+    """`data`'s loadable sections as one position-independent image, and where its functions whose
+    names start with `exported_prefix` begin."""
+    try:
+        return _image(data, exported_prefix)
+    except struct.error as exc:  # a table that runs past the end of the data
+        raise UnsupportedObject(f"ELF object cut short: {exc}") from None
+
+
+def _image(data: bytes, exported_prefix: str) -> Image:
+    header = ElfHeader(*_HEADER.unpack_from(data, 0))
+    if (header.magic, header.elf_class, header.data_encoding, header.type, header.machine) != (
+            ELF_MAGIC, CLASS_64, LITTLE_ENDIAN, RELOCATABLE, X86_64):
+        raise UnsupportedObject("not a little-endian ELF64 relocatable object for x86-64")
+    if header.section_header_size != _SECTION.size:
+        raise UnsupportedObject(f"section headers of {header.section_header_size} bytes, not {_SECTION.size}")
+    sections = [SectionHeader(*_SECTION.unpack_from(data, header.section_headers_at + i * _SECTION.size))
+                for i in range(header.sections)]
+    names = sections[header.section_names_index]
+
+    def name_of(table, at: int) -> str:
+        start = table.offset + at
+        return data[start:data.index(b"\0", start)].decode()
+
+    placed: dict[int, int] = {}  # section index -> where it starts in the image
+    size = 0
+    for index, section in enumerate(sections):
+        unwind_table = section.type == SHT_X86_64_UNWIND or name_of(names, section.name) == ".eh_frame"
+        if not section.flags & SHF_ALLOC or unwind_table or not section.size:
+            continue  # unwind tables only serve debuggers and C++ exceptions, neither of which reaches the kernels
+        if section.flags & SHF_WRITE:
+            raise UnsupportedObject(f"writable section {name_of(names, section.name)}")
+        alignment = max(section.alignment, 1)
+        size = -(-size // alignment) * alignment
+        placed[index] = size
+        size += section.size
+    code = bytearray(size)
+    for index, at in placed.items():
+        section = sections[index]
+        if section.type != SHT_NOBITS:  # .bss-like: zeros, as laid out
+            code[at:at + section.size] = data[section.offset:section.offset + section.size]
+
+    [symbol_table] = [s for s in sections if s.type == SHT_SYMTAB]
+    symbols = [Symbol(*_SYMBOL.unpack_from(data, symbol_table.offset + i * _SYMBOL.size))
+               for i in range(symbol_table.size // _SYMBOL.size)]
+
+    def target(symbol) -> int:
+        if symbol.section not in placed:
+            raise UnsupportedObject(f"a relocation to a symbol outside the image (section {symbol.section})")
+        return placed[symbol.section] + symbol.value
+
+    for section in sections:
+        if section.type not in (SHT_RELA, SHT_REL) or section.info not in placed:
+            continue  # relocations of what is not loaded
+        if section.type == SHT_REL:
+            raise UnsupportedObject("relocations without addends")
+        patched = placed[section.info]
+        for i in range(section.size // _RELOCATION.size):
+            offset, info, addend = _RELOCATION.unpack_from(data, section.offset + i * _RELOCATION.size)
+            kind, symbol = info & 0xFFFFFFFF, info >> 32
+            if kind not in (R_X86_64_PC32, R_X86_64_PLT32):
+                raise UnsupportedObject(f"relocation type {kind}, not relative to its place")
+            if not 0 <= offset <= sections[section.info].size - 4:
+                raise UnsupportedObject(f"a relocation at {offset}, outside its section")
+            value = target(symbols[symbol]) + addend - (patched + offset)
+            if not -(1 << 31) <= value < 1 << 31:
+                raise UnsupportedObject(f"a relative relocation of {value} bytes")
+            struct.pack_into("<i", code, patched + offset, value)
+
+    strings = sections[symbol_table.link]
+    entries = {}
+    for symbol in symbols:
+        if symbol.info & 0xF == STT_FUNC and symbol.section < SHN_LORESERVE and symbol.section in placed:
+            name = name_of(strings, symbol.name)
+            if name.startswith(exported_prefix):
+                entries[name] = target(symbol)
+    return Image(bytes(code), entries)
