@@ -23,13 +23,13 @@ import shutil
 import statistics
 import subprocess
 import sys
+import sysconfig
 import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import kafkalog_tools
 from kafkalog_tools import codecs
 from kafkalog_tools.formats import legacy
 from kafkalog_tools.formats.record_batch import build_batch, build_record
@@ -38,7 +38,9 @@ from kafkalog_tools.recovery import Rebuild, RebuildOptions
 BENCH = Path(__file__).resolve().parent
 PEERS = BENCH / "peers"
 PYTHON = sys.executable
+"""Runs the peers and kafkalog: replaced in `main` by the scratch install's (`install_as_users_do`)."""
 KAFKALOG = [PYTHON, "-m", "kafkalog_tools"]
+"""Likewise: the scratch install's `kafkalog`."""
 LOOKUP_SEGMENTS = 1000
 LOOKUP_QUERIES = 25
 
@@ -269,7 +271,7 @@ def bench_startup(runs: int) -> dict:
 
 def profile(variant: Variant, work: Path, size: int) -> dict[str, list[tuple[str, float]]]:
     """py-spy's samples, by the function they were in (self time), for dump json and verify."""
-    py_spy = shutil.which("py-spy", path=str(Path(PYTHON).parent)) or shutil.which("py-spy")
+    py_spy = shutil.which("py-spy", path=str(Path(sys.executable).parent)) or shutil.which("py-spy")
     if py_spy is None:
         return {}
     partition = work / f"profile-{variant.name}-0"
@@ -332,8 +334,8 @@ def report(args, results: list[dict], lookup: dict | None, startup: dict, profil
         lines += [f"> {args.note}", ""]
     lines += [f"`python bench/run.py --size {args.size} --runs {args.runs}` on {time.strftime('%Y-%m-%d')}, "
               f"{elapsed / 60:.0f} min. Machine: {machine()}.", "",
-              "Times are medians of the runs, each command a fresh process (start-up included, kafkalog's "
-              "modules byte-compiled first as an installed wheel's are); ratios "
+              "Times are medians of the runs, each command a fresh process (start-up included; kafkalog "
+              "installed from a wheel into a scratch venv, as the README's first command installs it); ratios "
               "compare throughputs measured in this same run (> 1 means kafkalog is faster).", "",
               "## Ratios against the goals", "",
               "| goal | " + " | ".join(r["variant"].name for r in results) + " |",
@@ -402,12 +404,31 @@ def report(args, results: list[dict], lookup: dict | None, startup: dict, profil
     return "\n".join(lines).rstrip() + "\n"
 
 
-def compile_package() -> None:
-    """Byte-compile kafkalog's modules, as pip does when it installs a wheel. An editable install
-    compiles them on first import instead, unless PYTHONDONTWRITEBYTECODE is set (as on the machine
-    this suite was written on): then every run would recompile 15,000 lines (~70 ms)."""
-    subprocess.run([PYTHON, "-m", "compileall", "-q", str(Path(kafkalog_tools.__file__).parent)], check=True,
+def install_as_users_do(work: Path) -> Path:
+    """A scratch venv where kafkalog is installed as the README's first command installs it: from a
+    wheel, its modules byte-compiled by pip, then its kernels built by a first run. Its dependencies
+    (and the peers') come from this environment's site-packages, named by a plain path line so that
+    this environment's start-up hooks do not run: an editable install's finder costs every command
+    ~25 ms that users never pay, and without byte-compiled modules (PYTHONDONTWRITEBYTECODE, set on
+    the machine this was written on) every run would recompile 15,000 lines (~70 ms).
+    Returns the venv's bin directory: its `python` also runs the peers. Commands run through its
+    `kafkalog` script, as users do (`python -m` would import the source tree from the cwd)."""
+    venv = work / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    python = venv / "bin" / "python"
+    subprocess.run([str(python), "-m", "pip", "install", "-q", "--no-deps", str(BENCH.parent)], check=True,
                    stdout=subprocess.DEVNULL)
+    site = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    ours = sysconfig.get_paths()["purelib"]
+    Path(site, "kafkalog-bench-dependencies.pth").write_text(ours + "\n")
+    warm = work / "warm-0"
+    warm.mkdir()
+    (warm / f"{0:020d}.log").write_bytes(build_batch(0, [build_record(0, 0, None, b"warm")]))
+    subprocess.run([str(venv / "bin" / "kafkalog"), "verify", str(warm)], check=True, stdout=subprocess.DEVNULL,
+                   env=dict(os.environ, KAFKALOG_BULK="always"))
+    shutil.rmtree(warm)
+    return venv / "bin"
 
 
 def parse_size(text: str) -> int:
@@ -437,9 +458,11 @@ def main() -> None:
     size = parse_size(args.size)
     chosen = [v for v in VARIANTS if v.name in args.variants.split(",")]
     started = time.perf_counter()
-    compile_package()
+    global PYTHON, KAFKALOG
     with tempfile.TemporaryDirectory(prefix="kafkalog-bench-") as tmp:
         work = Path(tmp)
+        scripts = install_as_users_do(work)
+        PYTHON, KAFKALOG = str(scripts / "python"), [str(scripts / "kafkalog")]
         only = set(args.commands.split(",")) if args.commands else None
         results = [bench_variant(v, work, size, args.runs, only) for v in chosen]
         for r in results:  # one variant's files at a time would do; the disk holds them all
