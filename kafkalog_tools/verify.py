@@ -790,11 +790,11 @@ class _BatchTable:
         if not self.keep_rows:
             self.max_timestamp = max(self.max_timestamp, int(max_timestamps.max()))
             return
-        self.positions.frombytes(positions.tobytes())
-        self.base_offsets.frombytes(base_offsets.tobytes())
-        self.last_offsets.frombytes(last_offsets.tobytes())
         prefix = np.maximum.accumulate(np.maximum(max_timestamps, self.max_timestamp))
-        self.prefix_max_timestamps.frombytes(prefix.tobytes())
+        for kept, column in ((self.positions, positions), (self.base_offsets, base_offsets),
+                             (self.last_offsets, last_offsets), (self.prefix_max_timestamps, prefix)):
+            # the int64 column's own bytes, not a copy of them (`tobytes`) first
+            kept.frombytes(memoryview(np.ascontiguousarray(column, dtype=np.int64)).cast("B"))
         self.max_timestamp = int(prefix[-1])
 
     def __len__(self) -> int:
