@@ -94,3 +94,21 @@ def test_the_kernels_mapped_here_answer_as_mapped_by_llvm(tmp_path):
             answers.append((n, after, columns[:, :n].tolist()))
     assert answers[0] == answers[1]
     assert answers[0][0] == 300 and answers[0][1] == segment.end - 30
+
+
+def test_damaged_objects_are_laid_out_or_refused_never_anything_else():
+    """The cache's digest keeps damaged files from ever reaching the loader; should one get there
+    anyway, it is refused (and LLVM asked) rather than failing some other way."""
+    import random
+
+    data = _compiled(reloc="pic", codemodel="small")
+    rng, refused = random.Random(6), 0
+    for _ in range(400):
+        damaged = bytearray(data)
+        for _ in range(rng.randrange(1, 4)):
+            damaged[rng.randrange(len(damaged))] = rng.randrange(256)
+        try:
+            elf_object.image(bytes(damaged), "kafkalog_")
+        except elf_object.UnsupportedObject:
+            refused += 1
+    assert refused > 20

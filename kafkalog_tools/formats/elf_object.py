@@ -74,6 +74,8 @@ SHF_WRITE, SHF_ALLOC = 0x1, 0x2
 SHN_LORESERVE = 0xFF00
 """Section indexes from here up are special (absolute, common...): nothing the image holds."""
 STT_FUNC = 2
+MAX_IMAGE = 64 << 20
+"""Far more than the kernels' ~50 KB: a larger layout means a damaged header, not code."""
 R_X86_64_PC32, R_X86_64_PLT32 = 2, 4
 """S + A - P, 32 bits signed: a call (no PLT needed, the callee is in the image) or a RIP-relative load."""
 
@@ -100,8 +102,10 @@ def image(data: bytes, exported_prefix: str) -> Image:
     names start with `exported_prefix` begin."""
     try:
         return _image(data, exported_prefix)
-    except struct.error as exc:  # a table that runs past the end of the data
-        raise UnsupportedObject(f"ELF object cut short: {exc}") from None
+    except UnsupportedObject:
+        raise
+    except (struct.error, IndexError, ValueError) as exc:  # a table past the end, an index past a table
+        raise UnsupportedObject(f"malformed ELF object: {exc}") from None
 
 
 def _image(data: bytes, exported_prefix: str) -> Image:
@@ -127,10 +131,14 @@ def _image(data: bytes, exported_prefix: str) -> Image:
             continue  # unwind tables only serve debuggers and C++ exceptions, neither of which reaches the kernels
         if section.flags & SHF_WRITE:
             raise UnsupportedObject(f"writable section {name_of(names, section.name)}")
+        if section.type != SHT_NOBITS and section.offset + section.size > len(data):
+            raise UnsupportedObject(f"section {name_of(names, section.name)} runs past the end of the object")
         alignment = max(section.alignment, 1)
         size = -(-size // alignment) * alignment
         placed[index] = size
         size += section.size
+        if size > MAX_IMAGE:
+            raise UnsupportedObject(f"an image of more than {MAX_IMAGE} bytes")
     code = bytearray(size)
     for index, at in placed.items():
         section = sections[index]
