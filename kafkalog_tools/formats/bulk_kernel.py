@@ -707,6 +707,52 @@ def xxh32(buf, start, end):
     return h ^ (h >> np.uint64(16))
 
 
+@intrinsic
+def _put_word(typingctx, buf, at, word):
+    """Store a uint64 as 8 bytes of a uint8 array at `at`, little-endian, unaligned, unchecked."""
+    def codegen(context, builder, signature, args):
+        data = context.make_array(signature.args[0])(context, builder, args[0]).data
+        target = builder.bitcast(builder.gep(data, [args[1]]), ir.IntType(64).as_pointer())
+        builder.store(args[2], target, align=1)
+        return context.get_dummy_value()
+    return types.none(buf, at, types.uint64), codegen
+
+
+@_jit
+def _copy(dst, to, src, start, length):
+    """dst[to:to + length] = src[start:start + length], two arrays or ranges 16 or more bytes apart,
+    16 bytes at a time. Where both arrays have room it writes up to 15 bytes past the end (what
+    comes next is written over them), else it ends byte by byte."""
+    k = 0
+    if to + length + 16 <= len(dst) and start + length + 16 <= len(src):
+        while k < length:
+            _put_word(dst, to + k, _word_at(src, start + k))
+            _put_word(dst, to + k + 8, _word_at(src, start + k + 8))
+            k += 16
+        return
+    while length - k >= 8:
+        _put_word(dst, to + k, _word_at(src, start + k))
+        k += 8
+    while k < length:
+        dst[to + k] = src[start + k]
+        k += 1
+
+
+@_jit
+def _repeat(out, op, offset, length):
+    """An LZ4 match: the `length` bytes from `offset` back, which repeat when it is shorter. A
+    short pattern is written byte by byte until it spans 16 bytes, then copied from that far back."""
+    if offset >= 16:
+        _copy(out, op, out, op - offset, length)
+        return
+    span = offset * ((15 + offset) // offset)
+    first = min(span, length)
+    for k in range(first):
+        out[op + k] = out[op - offset + k]
+    if length > first:
+        _copy(out, op + span, out, op, length - span)
+
+
 @_jit
 def _lz4_length(buf, ip, iend, length):
     """A literal or match length whose 4-bit field is all ones, with its extra bytes (each 255
@@ -745,8 +791,7 @@ def lz4_block(buf, ip, iend, out, op, capacity):
             return _REFUSED
         if length > out_end - op:
             return _NO_ROOM if out_end < capacity_end else _REFUSED
-        for k in range(length):
-            out[op + k] = buf[ip + k]
+        _copy(out, op, buf, ip, length)
         op += length
         ip += length
         if ip == iend:
@@ -766,8 +811,7 @@ def lz4_block(buf, ip, iend, out, op, capacity):
         if length > out_end - op:
             return _NO_ROOM if out_end < capacity_end else _REFUSED
         last_match = op
-        for k in range(length):  # byte by byte: a match may overlap what it writes
-            out[op + k] = out[op - offset + k]
+        _repeat(out, op, offset, length)
         op += length
         last_match_end = op
     if last_match >= 0 and (last_match > op - _LAST_MATCH_START or last_match_end > op - _LAST_LITERALS):
@@ -811,8 +855,7 @@ def lz4_frame(buf, start, end, limit, out, op):
                 return _REFUSED
             if size > len(out) - op:
                 return _NO_ROOM
-            for k in range(size):
-                out[op + k] = buf[pos + k]
+            _copy(out, op, buf, pos, size)
             op += size
         else:
             if budget <= 0:
