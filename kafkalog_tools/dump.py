@@ -501,6 +501,8 @@ class _BulkDump:
         self.stopped = False
         """Whether the last kernel call stopped before an entry it cannot vouch for."""
         self.payloads = b""
+        self.lz4_out = None
+        """Where `_decode_lz4` decodes lz4 payloads (copied into `payloads`), made on first use."""
 
     @property
     def then_one_by_one(self) -> int:
@@ -582,9 +584,15 @@ class _BulkDump:
         ends = columns[POSITION, :n] + columns[SIZE, :n]
         starts[(attributes & ATTR_CONTROL != 0) | (columns[RECORDS_COUNT, :n] < 0)] = -1  # per batch
         in_payloads = np.zeros(n, dtype=np.int64)
-        payloads, held = [], 0
         buffer, limit = segment.buffer, segment.decompress_limit
-        for row in np.flatnonzero((starts >= 0) & (attributes & ATTR_CODEC != 0)).tolist():
+        compressed = (starts >= 0) & (attributes & ATTR_CODEC != 0)
+        lz4 = np.flatnonzero(compressed & (attributes & ATTR_CODEC == codecs.IDS["lz4"]))
+        held, went = self._decode_lz4(lz4, starts, ends, in_payloads, limit) if len(lz4) else (0, 0)
+        payloads = [bytes(self.lz4_out[:held])] if held else []
+        if went < len(lz4):  # the kernel's output is full: the next kernel call reads on from that batch
+            n = self.n = int(lz4[went])
+            self.after, self.stopped = int(columns[POSITION, n]), False
+        for row in np.flatnonzero(compressed[:n] & (in_payloads[:n] == 0)).tolist():
             try:
                 payload = codecs.decompress(int(attributes[row]) & ATTR_CODEC, buffer[starts[row]:ends[row]],
                                             magic=2, limit=limit)
@@ -615,6 +623,20 @@ class _BulkDump:
                 self.records = self._grown(self.records, records, records + needed)
             else:
                 self.headers = self._grown(self.headers, headers, 2 * self.headers.shape[1])
+
+    def _decode_lz4(self, rows, starts, ends, in_payloads, limit: int) -> tuple[int, int]:
+        """These lz4 batches' frames decoded by `bulk_kernel.lz4_each` into `lz4_out`, and their
+        `starts`, `ends` and `in_payloads` set; those it refuses are left as they were. Returns (bytes
+        held, batches it went through: fewer than all when the output is full)."""
+        np = self.np
+        if self.lz4_out is None:
+            self.lz4_out = np.empty(4 * self.STEP, dtype=np.uint8)
+        bounds, decoded = np.empty(len(rows) + 1, dtype=np.int64), np.empty(len(rows), dtype=np.int64)
+        went = self.reader.kernel.lz4_each(self.view, starts[rows], ends[rows], limit, self.lz4_out, bounds, decoded)
+        kept = rows[:went][decoded[:went] == 1]
+        starts[kept], ends[kept] = bounds[:went][decoded[:went] == 1], bounds[1:went + 1][decoded[:went] == 1]
+        in_payloads[kept] = 1
+        return int(bounds[went]), went
 
     def _grown(self, array, used: int, at_least: int):
         grown = self.np.empty((array.shape[0], max(at_least, 2 * array.shape[1])), dtype=array.dtype)

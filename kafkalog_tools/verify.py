@@ -1084,6 +1084,8 @@ class _BulkScan:
         self.scan = scan
         self.reader = bulk_scan.Reader(scan.log)
         self.kernel = self.reader.kernel
+        self.lz4_out = None
+        """Where `_check_lz4` decodes lz4 payloads, made on first use."""
 
     @property
     def then_one_by_one(self) -> int:
@@ -1138,10 +1140,16 @@ class _BulkScan:
             scan.accept_clean(columns[:, start:], magic)
 
     def _check_compressed(self, columns, rows) -> None:
-        """Decompress these batches here and let the kernel walk their records (it marks those that
-        agree). One that will not decompress is left to `_accept`, which reports why."""
+        """Decompress these batches and let the kernel walk their records (it marks those that
+        agree): lz4 frames in the kernel too, the others and those it refuses here. One that will
+        not decompress is left to `_accept`, which reports why."""
+        import numpy as np
+
         log = self.scan.log
         buffer, limit = log.buffer, log.decompress_limit
+        lz4 = columns[ATTRIBUTES, rows] & ATTR_CODEC == codecs.IDS["lz4"]
+        if lz4.any():
+            rows = np.concatenate((rows[~lz4], self._check_lz4(columns, rows[lz4], limit)))
         payloads, bounds, kept = [], [0], []
         for row, position, size, attributes in zip(rows.tolist(), columns[POSITION, rows].tolist(),
                                                    columns[SIZE, rows].tolist(), columns[ATTRIBUTES, rows].tolist()):
@@ -1158,6 +1166,27 @@ class _BulkScan:
                 payloads, bounds, kept = [], [0], []
         if kept:
             self._agree(payloads, bounds, columns, kept)
+
+    def _check_lz4(self, columns, rows, limit: int):
+        """`bulk_kernel.lz4_each` then `agree_each` on these lz4 batches, an output buffer at a
+        time; returns the rows whose frames it refused."""
+        import numpy as np
+
+        if self.lz4_out is None:
+            self.lz4_out = np.empty(self.reader.step, dtype=np.uint8)
+        out = self.lz4_out
+        positions = columns[POSITION, rows]
+        starts, ends = positions + HEADER_SIZE, positions + columns[SIZE, rows]
+        bounds, decoded = np.empty(len(rows) + 1, dtype=np.int64), np.empty(len(rows), dtype=np.int64)
+        done = 0
+        while done < len(rows):
+            went = self.kernel.lz4_each(self.reader.view, starts[done:], ends[done:], limit, out, bounds[done:],
+                                        decoded[done:])
+            kept = done + np.flatnonzero(decoded[done:done + went])
+            if len(kept):  # refused frames hold no bytes: the kept ones lie end to end
+                self.kernel.agree_each(out, np.append(bounds[kept], bounds[done + went]), columns, rows[kept])
+            done += went
+        return rows[decoded == 0]
 
     def _agree(self, payloads, bounds, columns, rows) -> None:
         import numpy as np

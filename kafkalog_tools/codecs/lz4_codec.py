@@ -19,7 +19,7 @@ from . import too_large
 FRAME_MAGIC = 0x184D2204
 _FLG_WRITTEN = 0x60
 _BD_64K = 0x40
-_BLOCK_MAX = {4: 64 << 10, 5: 256 << 10, 6: 1 << 20, 7: 4 << 20}
+BLOCK_MAX = {4: 64 << 10, 5: 256 << 10, 6: 1 << 20, 7: 4 << 20}
 
 _P1, _P2, _P3, _P4, _P5 = 2654435761, 2246822519, 3266489917, 668265263, 374761393
 _M32 = 0xFFFFFFFF
@@ -79,7 +79,7 @@ def decompress(data: bytes, limit: int, magic: int) -> bytes:
     if flg >> 6 != 1 or flg & 0x03 or not flg & 0x20:
         raise ValueError(f"Stream unsupported (frame flags 0x{flg:02x}: need version 1, independent blocks)")
     block_checksum, content_size = flg & 0x10, flg & 0x08
-    block_max = _BLOCK_MAX.get((bd >> 4) & 0x07)
+    block_max = BLOCK_MAX.get((bd >> 4) & 0x07)
     if block_max is None or bd & 0x8F:
         raise ValueError(f"Stream unsupported (block descriptor 0x{bd:02x})")
     pos = 6 + (8 if content_size else 0)
@@ -128,7 +128,7 @@ def decompress(data: bytes, limit: int, magic: int) -> bytes:
 def compress(data: bytes, magic: int) -> bytes:
     frame = bytearray(struct.pack("<IBB", FRAME_MAGIC, _FLG_WRITTEN, _BD_64K))
     frame.append(header_checksum(bytes(frame), 6, magic))
-    block_max = _BLOCK_MAX[4]
+    block_max = BLOCK_MAX[4]
     for start in range(0, len(data), block_max):
         chunk = data[start : start + block_max]
         block = lz4.block.compress(chunk, store_size=False)

@@ -26,6 +26,7 @@ from .bulk_scan import (ATTRIBUTES, BASE_OFFSET, BASE_SEQUENCE, BASE_TIMESTAMP, 
                         POSITION, PRODUCER_EPOCH, PRODUCER_ID, R_FIRST_HEADER, R_HEADER_COUNT, R_KEY_LENGTH,
                         R_KEY_START, R_OFFSET, R_SEQUENCE, R_SIZE, R_TIMESTAMP, R_VALUE_LENGTH, R_VALUE_START,
                         RECORD_COLUMNS, RECORDS_COUNT, RECOVERY_STATE, SIZE, TIME_ENTRIES, VALID_BYTES)
+from ..codecs import lz4_codec
 from . import legacy
 from .record_batch import ATTR_CODEC, ATTR_CONTROL, ATTR_LOG_APPEND_TIME, HEADER_SIZE
 
@@ -649,6 +650,238 @@ def decode_each(segment, payloads, columns, row, stop, starts, ends, in_payloads
     return row, n, h
 
 
+# verify and dump: Kafka's lz4 frames (codecs/lz4_codec.py) decoded here, or refused
+_LZ4_BLOCK_MAX = np.array([lz4_codec.BLOCK_MAX.get(code, 0) for code in range(8)], dtype=np.int64)
+"""Block maximum size by the BD byte's code; 0 where the frame is refused."""
+_LZ4_MAGIC = np.int64(lz4_codec.FRAME_MAGIC)
+_STORED_BLOCK = np.int64(0x80000000)
+_LAST_LITERALS, _LAST_MATCH_START = 5, 12
+"""The LZ4 block format's end rules: the last 5 bytes are literals, the last match starts 12 or
+more bytes before the end."""
+_X1, _X2, _X3, _X4, _X5 = (np.uint64(p) for p in (2654435761, 2246822519, 3266489917, 668265263, 374761393))
+_M32 = np.uint64(0xFFFFFFFF)
+
+
+@_jit
+def _le32(buf, at):
+    return (np.uint64(buf[at]) | (np.uint64(buf[at + 1]) << np.uint64(8)) | (np.uint64(buf[at + 2]) << np.uint64(16))
+            | (np.uint64(buf[at + 3]) << np.uint64(24)))
+
+
+@_jit
+def _rotl32(x, r):
+    return ((x << np.uint64(r)) | (x >> np.uint64(32 - r))) & _M32
+
+
+@_jit
+def _xxh_round(lane, word):
+    return (_rotl32((lane + word * _X2) & _M32, 13) * _X1) & _M32
+
+
+@_jit
+def xxh32(buf, start, end):
+    """xxHash32 (seed 0) of buf[start:end], as lz4_codec.xxh32, in uint64s masked to 32 bits."""
+    i = start
+    if end - start >= 16:
+        v1, v2, v3, v4 = (_X1 + _X2) & _M32, _X2, np.uint64(0), (np.uint64(1 << 32) - _X1) & _M32
+        while i <= end - 16:
+            v1 = _xxh_round(v1, _le32(buf, i))
+            v2 = _xxh_round(v2, _le32(buf, i + 4))
+            v3 = _xxh_round(v3, _le32(buf, i + 8))
+            v4 = _xxh_round(v4, _le32(buf, i + 12))
+            i += 16
+        h = (_rotl32(v1, 1) + _rotl32(v2, 7) + _rotl32(v3, 12) + _rotl32(v4, 18)) & _M32
+    else:
+        h = _X5
+    h = (h + np.uint64(end - start)) & _M32
+    while i + 4 <= end:
+        h = (_rotl32((h + _le32(buf, i) * _X3) & _M32, 17) * _X4) & _M32
+        i += 4
+    while i < end:
+        h = (_rotl32((h + np.uint64(buf[i]) * _X5) & _M32, 11) * _X1) & _M32
+        i += 1
+    h ^= h >> np.uint64(15)
+    h = (h * _X2) & _M32
+    h ^= h >> np.uint64(13)
+    h = (h * _X3) & _M32
+    return h ^ (h >> np.uint64(16))
+
+
+@intrinsic
+def _put_word(typingctx, buf, at, word):
+    """Store a uint64 as 8 bytes of a uint8 array at `at`, little-endian, unaligned, unchecked."""
+    def codegen(context, builder, signature, args):
+        data = context.make_array(signature.args[0])(context, builder, args[0]).data
+        target = builder.bitcast(builder.gep(data, [args[1]]), ir.IntType(64).as_pointer())
+        builder.store(args[2], target, align=1)
+        return context.get_dummy_value()
+    return types.none(buf, at, types.uint64), codegen
+
+
+@_jit
+def _copy(dst, to, src, start, length):
+    """dst[to:to + length] = src[start:start + length], two arrays or ranges 16 or more bytes apart,
+    16 bytes at a time. Where both arrays have room it writes up to 15 bytes past the end (what
+    comes next is written over them), else it ends byte by byte."""
+    k = 0
+    if to + length + 16 <= len(dst) and start + length + 16 <= len(src):
+        while k < length:
+            _put_word(dst, to + k, _word_at(src, start + k))
+            _put_word(dst, to + k + 8, _word_at(src, start + k + 8))
+            k += 16
+        return
+    while length - k >= 8:
+        _put_word(dst, to + k, _word_at(src, start + k))
+        k += 8
+    while k < length:
+        dst[to + k] = src[start + k]
+        k += 1
+
+
+@_jit
+def _repeat(out, op, offset, length):
+    """An LZ4 match: the `length` bytes from `offset` back, which repeat when it is shorter. A
+    short pattern is written byte by byte until it spans 16 bytes, then copied from that far back."""
+    if offset >= 16:
+        _copy(out, op, out, op - offset, length)
+        return
+    span = offset * ((15 + offset) // offset)
+    first = min(span, length)
+    for k in range(first):
+        out[op + k] = out[op - offset + k]
+    if length > first:
+        _copy(out, op + span, out, op, length - span)
+
+
+@_jit
+def _lz4_length(buf, ip, iend, length):
+    """A literal or match length whose 4-bit field is all ones, with its extra bytes (each 255
+    continues): (length, next position), the position -1 past the block."""
+    while True:
+        if ip >= iend:
+            return length, -1
+        byte = np.int64(buf[ip])
+        ip += 1
+        length += byte
+        if byte != 255:
+            return length, ip
+
+
+@_jit
+def lz4_block(buf, ip, iend, out, op, capacity):
+    """One LZ4 block, buf[ip:iend], decoded to out[op:] as `lz4.block.decompress(block,
+    uncompressed_size=capacity)` does. Returns the output's end, _REFUSED where that would raise
+    (and wherever the block breaks the format's end rules, which liblz4 checks only in part), or
+    _NO_ROOM where `out` ends before `capacity` does and the block needs more."""
+    start = op
+    capacity_end = op + capacity
+    out_end = min(capacity_end, len(out))
+    last_match, last_match_end = np.int64(-1), np.int64(-1)
+    while True:
+        if ip >= iend:
+            return _REFUSED  # no token: an empty block, or one ending in a match
+        token = np.int64(buf[ip])
+        ip += 1
+        length = token >> 4
+        if length == 15:
+            length, ip = _lz4_length(buf, ip, iend, length)
+            if ip < 0:
+                return _REFUSED
+        if length > iend - ip:
+            return _REFUSED
+        if length > out_end - op:
+            return _NO_ROOM if out_end < capacity_end else _REFUSED
+        _copy(out, op, buf, ip, length)
+        op += length
+        ip += length
+        if ip == iend:
+            break  # the last sequence: literals only
+        if iend - ip < 2:
+            return _REFUSED
+        offset = np.int64(buf[ip]) | (np.int64(buf[ip + 1]) << 8)
+        ip += 2
+        if offset == 0 or offset > op - start:
+            return _REFUSED
+        length = token & 15
+        if length == 15:
+            length, ip = _lz4_length(buf, ip, iend, length)
+            if ip < 0:
+                return _REFUSED
+        length += 4
+        if length > out_end - op:
+            return _NO_ROOM if out_end < capacity_end else _REFUSED
+        last_match = op
+        _repeat(out, op, offset, length)
+        op += length
+        last_match_end = op
+    if last_match >= 0 and (last_match > op - _LAST_MATCH_START or last_match_end > op - _LAST_LITERALS):
+        return _REFUSED
+    return op
+
+
+@_jit
+def lz4_frame(buf, start, end, limit, out, op):
+    """`lz4_codec.decompress(buf[start:end], limit, magic=2)` into out[op:]: returns the output's
+    end, _REFUSED wherever that raises (the caller lets it say why), or _NO_ROOM when `out` is full."""
+    if end - start < 7 or np.int64(_le32(buf, start)) != _LZ4_MAGIC:
+        return _REFUSED
+    flags, descriptor = np.int64(buf[start + 4]), np.int64(buf[start + 5])
+    if flags >> 6 != 1 or flags & 0x03 or not flags & 0x20 or descriptor & 0x8F:
+        return _REFUSED
+    block_max = _LZ4_BLOCK_MAX[(descriptor >> 4) & 0x07]
+    if block_max == 0:
+        return _REFUSED
+    checksums = 4 if flags & 0x10 else 0
+    pos = start + 6 + (8 if flags & 0x08 else 0)
+    if pos >= end or np.int64(buf[pos]) != np.int64((xxh32(buf, start + 4, pos) >> np.uint64(8)) & np.uint64(0xFF)):
+        return _REFUSED
+    pos += 1
+    first = op
+    while True:
+        if pos + 4 > end:
+            return _REFUSED
+        word = np.int64(_le32(buf, pos))
+        pos += 4
+        if word == 0:
+            return op  # the end mark; a content checksum after it is not read, as Kafka does not
+        size = word & (_STORED_BLOCK - 1)
+        if size > block_max or pos + size + checksums > end:
+            return _REFUSED
+        if checksums and xxh32(buf, pos, pos + size) != _le32(buf, pos + size):
+            return _REFUSED
+        budget = limit - (op - first)
+        if word & _STORED_BLOCK:
+            if size > budget:
+                return _REFUSED
+            if size > len(out) - op:
+                return _NO_ROOM
+            _copy(out, op, buf, pos, size)
+            op += size
+        else:
+            if budget <= 0:
+                return _REFUSED
+            op = lz4_block(buf, pos, pos + size, out, op, min(block_max, budget))
+            if op < 0:
+                return op
+        pos += size + checksums
+
+
+@_jit
+def lz4_each(segment, starts, ends, limit, out, bounds, decoded):
+    """`lz4_frame` for frames segment[starts[i]:ends[i]]: payload i lands at out[bounds[i]:bounds[i+1]]
+    (bounds[0] = 0) and decoded[i] says whether it did (else it is empty: the caller decompresses
+    it). Returns how many frames it went through: fewer than all when `out` is full (a frame that
+    does not fit in it alone is refused)."""
+    bounds[0] = 0
+    for i in range(len(starts)):
+        after = lz4_frame(segment, starts[i], ends[i], limit, out, bounds[i])
+        if after == _NO_ROOM and bounds[i] > 0:
+            return i
+        decoded[i] = 1 if after >= 0 else 0
+        bounds[i + 1] = after if after >= 0 else bounds[i]
+    return len(starts)
+
+
 # ---------------------------------------------------------------------------------------------
 # The entry points: C signatures over the kernels above, for `bulk_native` to call with ctypes.
 # Arrays arrive as pointers with their sizes; tuples leave through `out`.
@@ -702,8 +935,14 @@ def _decode_entry(segment, segment_length, payloads, payloads_length, columns, c
     return 0
 
 
+@njit(_I64(_BYTES, _I64, _LONGS, _LONGS, _I64, _I64, _BYTES, _I64, _LONGS, _LONGS), nogil=True)
+def _lz4_entry(segment, segment_length, starts, ends, count, limit, out, out_length, bounds, decoded):
+    return lz4_each(carray(segment, (segment_length,)), carray(starts, (count,)), carray(ends, (count,)), limit,
+                    carray(out, (out_length,)), carray(bounds, (count + 1,)), carray(decoded, (count,)))
+
+
 ENTRIES = {"scan": _scan_entry, "scan_legacy": _scan_legacy_entry, "agree_each": _agree_entry, "recovery_index": _recovery_entry,
-           "decode_each": _decode_entry}
+           "decode_each": _decode_entry, "lz4_each": _lz4_entry}
 """The object's exported functions, each named `kafkalog_<key>`."""
 _UNREACHABLE = """
 define void @NRT_MemInfo_call_dtor(ptr %meminfo) {

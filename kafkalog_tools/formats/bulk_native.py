@@ -224,6 +224,7 @@ _SIGNATURES = {  # bulk_kernel.ENTRIES, in their argument order
     "recovery_index": (_POINTER, _I64, _I64, _I64, _POINTER, _POINTER, _POINTER, _I64),
     "decode_each": (_POINTER, _I64, _POINTER, _I64, _POINTER, _I64, _I64, _I64, _POINTER, _POINTER, _POINTER,
                     _POINTER, _I64, _POINTER, _I64, _I64, _POINTER, _I64, _I64, _POINTER),
+    "lz4_each": (_POINTER, _I64, _POINTER, _POINTER, _I64, _I64, _POINTER, _I64, _POINTER, _POINTER),
 }
 
 
@@ -318,6 +319,16 @@ class NativeKernel:
                    _address(records, np.int64, len(RECORD_COLUMNS), True), records.shape[1], int(n),
                    _address(headers, np.int64, len(HEADER_COLUMNS), True), headers.shape[1], int(h), out.ctypes.data)
         return int(out[0]), int(out[1]), int(out[2])
+
+    def lz4_each(self, segment, starts, ends, limit: int, out, bounds, decoded) -> int:
+        """bulk_kernel.lz4_each: how many of the frames segment[starts[i]:ends[i]] it went through."""
+        count = starts.size
+        if not (ends.size == count == decoded.size == bounds.size - 1 and limit >= 0
+                and (count == 0 or (starts.min() >= 0 and (ends - starts).min() >= 0 and ends.max() <= segment.size))):
+            raise ValueError(f"bulk kernel: lz4_each over {count} frames in {segment.size} bytes")
+        return self._call("lz4_each", _address(segment, np.uint8), segment.size, _address(starts, np.int64),
+                          _address(ends, np.int64), count, int(limit), _address(out, np.uint8, writable=True),
+                          out.size, _address(bounds, np.int64, writable=True), _address(decoded, np.int64, writable=True))
 
     def _call(self, name: str, *arguments) -> int:
         result = self._entries[name](*arguments)
