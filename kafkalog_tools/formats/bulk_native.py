@@ -34,9 +34,10 @@ from .bulk_scan import CAPACITY, COLUMNS, HEADER_COLUMNS, RECORD_COLUMNS, RECOVE
 
 CACHE_VARIABLE = "KAFKALOG_KERNEL_CACHE"
 """A directory for the compiled kernels, instead of `__pycache__` or ~/.cache/kafkalog-tools."""
-_SOURCES = ("bulk_kernel.py", "bulk_scan.py", "bulk_native.py", "record_batch.py", "legacy.py", "elf_object.py")
+_SOURCES = ("bulk_kernel.py", "bulk_scan.py", "bulk_native.py", "record_batch.py", "legacy.py", "elf_object.py",
+            os.path.join("..", "codecs", "lz4_codec.py"))
 """What the machine code depends on: the kernels, their column layout, this ABI and loader, the
-batch and legacy message schemas."""
+batch and legacy message schemas, the LZ4 frame constants."""
 _MAGIC = b"kafkalog-tools bulk kernels 1\n"
 _ENTRY_PREFIX = "kafkalog_"
 _X86_64 = platform.machine().lower() in ("x86_64", "amd64")
@@ -136,7 +137,7 @@ def cache_key() -> str:
         digest.update(repr(part).encode() + b"\0")
     here = os.path.dirname(__file__)
     for name in _SOURCES:  # through the loader: inside a zip (Spark's addPyFile) there is no file to open
-        digest.update(__loader__.get_data(os.path.join(here, name)))
+        digest.update(__loader__.get_data(os.path.normpath(os.path.join(here, name))))
     return digest.hexdigest()
 
 
