@@ -4,8 +4,8 @@ Importing numba and loading its cached functions cost ~1 s of CPU per process, w
 segment of large batches is more than the scan itself. So numba only compiles: `bulk_kernel.build`
 turns the kernels into one relocatable object for this CPU (~10 s, once per source and CPU). Every
 later run reads that object from the cache and, on x86-64, lays it out itself (`elf_object`: the
-object is position-independent, so that is a copy and ~130 relative patches, <1 ms) into pages it
-then makes executable. Elsewhere LLVM's MCJIT maps it, which costs importing llvmlite (~40 ms).
+object is position-independent, so that is a copy, ~200 PC-relative patches and two addresses,
+<1 ms) into pages it then makes executable. Elsewhere LLVM's MCJIT maps it, which costs importing llvmlite (~40 ms).
 The entry points are called through ctypes, which releases the GIL.
 
 The cache sits beside the module (`__pycache__`, as numba's own did), else in the user's cache
@@ -78,7 +78,7 @@ def _target_machine(binding):
 def _mapped(code: bytes) -> tuple[dict[str, int], _ExecutablePages]:
     """The object laid out by `elf_object` in pages of its own: (entry addresses, the pages)."""
     image = elf_object.image(code, _ENTRY_PREFIX)
-    pages = _ExecutablePages(image.code)
+    pages = _ExecutablePages(image)
     return {name: pages.address + at for name, at in image.entries.items()}, pages
 
 
@@ -94,10 +94,12 @@ def jitted(code: bytes):
 
 
 class _ExecutablePages:
-    """A private anonymous mapping holding `code`, made read-only and executable once written,
-    unmapped when this is collected (the kernel that calls into it holds it)."""
+    """A private anonymous mapping holding an `elf_object.Image`, its absolute places written with
+    the mapping's address, then made read-only and executable; unmapped when this is collected
+    (the kernel that calls into it holds it)."""
 
-    def __init__(self, code: bytes):
+    def __init__(self, image: elf_object.Image):
+        code = image.code
         self.address = None
         libc = _libc()
         self.size = max(-(-len(code) // mmap.PAGESIZE) * mmap.PAGESIZE, mmap.PAGESIZE)
@@ -107,6 +109,8 @@ class _ExecutablePages:
             raise OSError(ctypes.get_errno(), "bulk kernel: no pages for the machine code")
         self.address, self._munmap = address, libc.munmap  # kept: module globals may be gone when this is collected
         ctypes.memmove(address, code, len(code))
+        for place, offset in image.absolute:
+            ctypes.c_uint64.from_address(address + place).value = address + offset
         if libc.mprotect(address, self.size, mmap.PROT_READ | mmap.PROT_EXEC) != 0:
             error = ctypes.get_errno()
             self.close()

@@ -1,11 +1,12 @@
 """ELF64 relocatable objects for x86-64, as far as the bulk kernels need: the sections a program
-loads, laid out in one image, with their PC-relative relocations applied.
+loads, laid out in one image, with their relocations applied.
 
 numba compiles the kernels once into such an object (`bulk_kernel.build`, position-independent,
 small code model). Mapping it with LLVM's MCJIT means importing llvmlite first, ~40 ms of every
-run. Yet an object whose every relocation is relative to the place it patches needs no linker: lay
-its sections out, write (target + addend - place) into each place, and the image runs wherever it
-is mapped. Anything else (another machine, an absolute relocation, writable data, a symbol from
+run. Yet an object with no symbol from outside needs no linker: lay its sections out and write
+(target + addend - place) into each PC-relative place; only the few 64-bit absolute places (a
+constant array's data pointer, in `.data.rel.ro`) wait for the address the image is mapped at.
+Anything else (another machine, another relocation type, data written at run time, a symbol from
 outside) is refused with `UnsupportedObject`, and the caller lets LLVM map the object instead.
 
 Layouts from the System V ABI's ELF chapter and its x86-64 supplement (relocation types 2 and 4).
@@ -78,6 +79,10 @@ MAX_IMAGE = 64 << 20
 """Far more than the kernels' ~50 KB: a larger layout means a damaged header, not code."""
 R_X86_64_PC32, R_X86_64_PLT32 = 2, 4
 """S + A - P, 32 bits signed: a call (no PLT needed, the callee is in the image) or a RIP-relative load."""
+R_X86_64_64 = 1
+"""S + A, 64 bits: an address, known once the image is mapped (`Image.absolute`)."""
+RELRO_PREFIX = ".data.rel.ro"
+"""Data written only by relocations, read-only after them (as a dynamic linker's RELRO)."""
 
 _HEADER, _SECTION, _SYMBOL, _RELOCATION = (derive_struct(s) for s in (ELF_HEADER, SECTION_HEADER, SYMBOL, RELOCATION))
 ElfHeader = namedtuple("ElfHeader", field_names(ELF_HEADER))
@@ -92,14 +97,17 @@ class UnsupportedObject(ValueError):
 @dataclass(frozen=True)
 class Image:
     code: bytes
-    """The loaded sections, laid out at their alignments, relocated: runs at any page-aligned address."""
+    """The loaded sections, laid out at their alignments, PC-relative places relocated."""
     entries: dict[str, int]
     """Each exported function's offset in `code`, by name."""
+    absolute: list[tuple[int, int]]
+    """(place, offset in `code`): the place holds, as 8 little-endian bytes, the address the image
+    is mapped at plus that offset. Written before the pages are made read-only."""
 
 
 def image(data: bytes, exported_prefix: str) -> Image:
-    """`data`'s loadable sections as one position-independent image, and where its functions whose
-    names start with `exported_prefix` begin."""
+    """`data`'s loadable sections as one image, where its functions whose names start with
+    `exported_prefix` begin, and the places that take the image's address."""
     try:
         return _image(data, exported_prefix)
     except UnsupportedObject:
@@ -129,7 +137,7 @@ def _image(data: bytes, exported_prefix: str) -> Image:
         unwind_table = section.type == SHT_X86_64_UNWIND or name_of(names, section.name) == ".eh_frame"
         if not section.flags & SHF_ALLOC or unwind_table or not section.size:
             continue  # unwind tables only serve debuggers and C++ exceptions, neither of which reaches the kernels
-        if section.flags & SHF_WRITE:
+        if section.flags & SHF_WRITE and not name_of(names, section.name).startswith(RELRO_PREFIX):
             raise UnsupportedObject(f"writable section {name_of(names, section.name)}")
         if section.type != SHT_NOBITS and section.offset + section.size > len(data):
             raise UnsupportedObject(f"section {name_of(names, section.name)} runs past the end of the object")
@@ -154,6 +162,7 @@ def _image(data: bytes, exported_prefix: str) -> Image:
             raise UnsupportedObject(f"a relocation to a symbol outside the image (section {symbol.section})")
         return placed[symbol.section] + symbol.value
 
+    absolute: list[tuple[int, int]] = []
     for section in sections:
         if section.type not in (SHT_RELA, SHT_REL) or section.info not in placed:
             continue  # relocations of what is not loaded
@@ -163,10 +172,14 @@ def _image(data: bytes, exported_prefix: str) -> Image:
         for i in range(section.size // _RELOCATION.size):
             offset, info, addend = _RELOCATION.unpack_from(data, section.offset + i * _RELOCATION.size)
             kind, symbol = info & 0xFFFFFFFF, info >> 32
-            if kind not in (R_X86_64_PC32, R_X86_64_PLT32):
-                raise UnsupportedObject(f"relocation type {kind}, not relative to its place")
-            if not 0 <= offset <= sections[section.info].size - 4:
+            width = 8 if kind == R_X86_64_64 else 4
+            if not 0 <= offset <= sections[section.info].size - width:
                 raise UnsupportedObject(f"a relocation at {offset}, outside its section")
+            if kind == R_X86_64_64:
+                absolute.append((patched + offset, target(symbols[symbol]) + addend))
+                continue
+            if kind not in (R_X86_64_PC32, R_X86_64_PLT32):
+                raise UnsupportedObject(f"relocation type {kind}, neither PC-relative nor a 64-bit address")
             value = target(symbols[symbol]) + addend - (patched + offset)
             if not -(1 << 31) <= value < 1 << 31:
                 raise UnsupportedObject(f"a relative relocation of {value} bytes")
@@ -179,4 +192,4 @@ def _image(data: bytes, exported_prefix: str) -> Image:
             name = name_of(strings, symbol.name)
             if name.startswith(exported_prefix):
                 entries[name] = target(symbol)
-    return Image(bytes(code), entries)
+    return Image(bytes(code), entries, absolute)
