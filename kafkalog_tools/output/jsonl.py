@@ -211,6 +211,8 @@ def _templates(path: str) -> tuple[str, str]:
 
 _COMPRESSION_JSON = {codec_id: json_text(name_of(codec_id)) for codec_id in range(8)}  # every 3-bit codec field
 _TIMESTAMP_TYPE_JSON = {name: json_text(name) for name in TIMESTAMP_TYPES.values()}
+_NO_TIMESTAMP_TYPE_JSON = _TIMESTAMP_TYPE_JSON[TIMESTAMP_TYPES[-1]]
+"""A V0 message's: it has no timestamp, whatever its attributes say."""
 
 
 def batch_lines(batch: Batch, records: list[Record] | None, bytes_mode: str) -> list[str]:
@@ -280,15 +282,17 @@ def run_lines(run: d.BatchRun, bytes_mode: str) -> list[str]:
     base64_only = bytes_mode == "base64"
     dumps, json_bytes, attribute_json = orjson.dumps, _json_bytes, _ATTRIBUTE_JSON
     records = None if run.records is None else zip(*run.records.tolist())
+    legacy = None if run.legacy is None else zip(*run.legacy.tolist())
     segment, payloads, headers = run.segment, run.payloads, run.headers
     for (position, size, base_offset, last_offset, count, crc, attributes, max_timestamp, producer_id,
-         producer_epoch, base_sequence, last_sequence, leader_epoch, base_timestamp,
-         in_payloads) in zip(*run.batches.tolist()):
+         producer_epoch, base_sequence, last_sequence, leader_epoch, base_timestamp, in_payloads,
+         magic) in zip(*run.batches.tolist()):
         compression, timestamp_type, transactional, control = attribute_json[attributes]
         append(batch_template % (
-            position, size, base_offset, last_offset, count, 2, crc, "true", compression, timestamp_type,
-            max_timestamp, producer_id, producer_epoch, base_sequence, last_sequence, transactional, control,
-            leader_epoch, base_timestamp if attributes & ATTR_DELETE_HORIZON else "null"))
+            position, size, base_offset, last_offset, count if magic == 2 else "null", magic, crc, "true",
+            compression, _NO_TIMESTAMP_TYPE_JSON if magic == 0 else timestamp_type, max_timestamp, producer_id,
+            producer_epoch, base_sequence, last_sequence, transactional, control, leader_epoch,
+            base_timestamp if attributes & ATTR_DELETE_HORIZON else "null"))
         if records is None or not count:
             continue
         data = payloads if in_payloads else segment
@@ -317,8 +321,12 @@ def run_lines(run: d.BatchRun, bytes_mode: str) -> list[str]:
                            *json_bytes(None if v_length < 0 else data[v:v + v_length], base64_only))
                 for k, k_length, v, v_length in zip(*headers[:, first_header:first_header + header_count].tolist())
             ) if header_count else ""
-            append(template % (position, offset, timestamp, sequence, record_size, key_length, value_length,
-                               key_text, key_encoding, value_text, value_encoding, header_text))
+            line = template % (position, offset, timestamp, sequence, record_size, key_length, value_length,
+                               key_text, key_encoding, value_text, value_encoding, header_text)
+            if legacy is not None:  # as batch_lines adds it; the kernel kept only messages with a valid CRC
+                legacy_crc, legacy_attributes = next(legacy)
+                line = line[:-1] + _LEGACY % (magic, legacy_crc, "true", legacy_attributes)
+            append(line)
     return lines
 
 
