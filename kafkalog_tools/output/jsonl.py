@@ -22,6 +22,7 @@ import orjson
 
 from .. import dump as d
 from ..codecs import name_of
+from ..errors import CorruptDataError
 from ..formats.batch import TIMESTAMP_TYPES, Batch, Record
 from ..formats.record_batch import (ATTR_CODEC, ATTR_CONTROL, ATTR_DELETE_HORIZON, ATTR_LOG_APPEND_TIME,
                                     ATTR_TRANSACTIONAL)
@@ -45,7 +46,7 @@ def batch_object(batch: Batch) -> dict:
         "file": batch.path,
         "position": batch.position,
         "size": batch.size,
-        "base_offset": batch.base_offset,
+        "base_offset": known_base_offset(batch),
         "last_offset": batch.last_offset,
         "count": batch.count,
         "magic": batch.magic,
@@ -63,6 +64,15 @@ def batch_object(batch: Batch) -> dict:
         "partition_leader_epoch": batch.partition_leader_epoch,
         "delete_horizon_ms": batch.delete_horizon_ms,
     }
+
+
+def known_base_offset(batch: Batch) -> int | None:
+    """`batch.base_offset`, or None for a V0/V1 wrapper whose message set cannot be read (its first
+    inner message says it; with deep iteration, the problem line after the batch's says why)."""
+    try:
+        return batch.base_offset
+    except CorruptDataError:
+        return None
 
 
 def record_object(batch: Batch, record: Record, decoded, bytes_mode: str) -> dict:
@@ -190,7 +200,7 @@ def _json_bytes(data: bytes | None, base64_only: bool) -> tuple[str, str]:
     return '"' + binascii.b2a_base64(data, newline=False).decode("ascii") + '"', '"base64"'
 
 
-_BATCH_FIELDS = ('"position":%d,"size":%d,"base_offset":%d,"last_offset":%d,"count":%s,"magic":%d,"crc":%d,'
+_BATCH_FIELDS = ('"position":%d,"size":%d,"base_offset":%s,"last_offset":%d,"count":%s,"magic":%d,"crc":%d,'
                  '"crc_valid":%s,"compression":%s,"timestamp_type":%s,"max_timestamp":%d,"producer_id":%d,'
                  '"producer_epoch":%d,"base_sequence":%d,"last_sequence":%d,"is_transactional":%s,"is_control":%s,'
                  '"partition_leader_epoch":%d,"delete_horizon_ms":%s}')
@@ -219,9 +229,9 @@ def batch_lines(batch: Batch, records: list[Record] | None, bytes_mode: str) -> 
     """json_line(batch_object(batch)), then json_line(record_object(batch, r, None, bytes_mode)) for
     each record, from the file's templates."""
     batch_template, template = _templates(batch.path)
-    count, horizon = batch.count, batch.delete_horizon_ms
+    count, horizon, base = batch.count, batch.delete_horizon_ms, known_base_offset(batch)
     lines = [batch_template % (
-        batch.position, batch.size, batch.base_offset, batch.last_offset, "null" if count is None else count,
+        batch.position, batch.size, "null" if base is None else base, batch.last_offset, "null" if count is None else count,
         batch.magic, batch.crc, _JSON_BOOL[batch.crc_valid],
         _COMPRESSION_JSON.get(batch.compression_id) or json_text(batch.compression),
         _TIMESTAMP_TYPE_JSON.get(batch.timestamp_type) or json_text(batch.timestamp_type), batch.max_timestamp,
