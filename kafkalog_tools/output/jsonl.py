@@ -208,15 +208,17 @@ _RECORD_FIELDS = ('"batch_position":%d,"offset":%d,"timestamp":%d,"sequence":%d,
                   '"value_size":%d,"key":%s,"key_encoding":%s,"value":%s,"value_encoding":%s,"headers":[%s]}')
 _HEADER = '{"key":%s,"value":%s,"value_encoding":%s}'
 _LEGACY = ',"legacy":{"magic":%d,"crc":%d,"crc_valid":%s,"attributes":%d}}'
+"""What a V0/V1 record line ends with, after its headers."""
 _JSON_BOOL = {True: "true", False: "false", None: "null"}
 
 
 @functools.lru_cache(maxsize=16)
-def _templates(path: str) -> tuple[str, str]:
-    """The batch and record line templates of one file: its name is encoded once, not per batch."""
+def _templates(path: str) -> tuple[str, str, str]:
+    """The batch, record and V0/V1 record line templates of one file: its name is encoded once, not
+    per batch."""
     file = json_text(path).replace("%", "%%")  # a file name may hold a '%'
-    return ('{"type":"batch","file":' + file + "," + _BATCH_FIELDS,
-            '{"type":"record","file":' + file + "," + _RECORD_FIELDS)
+    record = '{"type":"record","file":' + file + "," + _RECORD_FIELDS
+    return '{"type":"batch","file":' + file + "," + _BATCH_FIELDS, record, record[:-1] + _LEGACY
 
 
 _COMPRESSION_JSON = {codec_id: json_text(name_of(codec_id)) for codec_id in range(8)}  # every 3-bit codec field
@@ -228,7 +230,7 @@ _NO_TIMESTAMP_TYPE_JSON = _TIMESTAMP_TYPE_JSON[TIMESTAMP_TYPES[-1]]
 def batch_lines(batch: Batch, records: list[Record] | None, bytes_mode: str) -> list[str]:
     """json_line(batch_object(batch)), then json_line(record_object(batch, r, None, bytes_mode)) for
     each record, from the file's templates."""
-    batch_template, template = _templates(batch.path)
+    batch_template, template, legacy_template = _templates(batch.path)
     count, horizon, base = batch.count, batch.delete_horizon_ms, known_base_offset(batch)
     lines = [batch_template % (
         batch.position, batch.size, "null" if base is None else base, batch.last_offset, "null" if count is None else count,
@@ -265,13 +267,14 @@ def batch_lines(batch: Batch, records: list[Record] | None, bytes_mode: str) -> 
                 key_text, key_encoding = json_bytes(key, True)
         header_text = ",".join(_HEADER % (dumps(k.decode("utf-8", "replace")).decode(), *json_bytes(v, base64_only))
                                for k, v in headers) if headers else ""
-        line = template % (position, record.offset, record.timestamp, record.sequence, record.size,
-                           -1 if key is None else len(key), -1 if value is None else len(value),
-                           key_text, key_encoding, value_text, value_encoding, header_text)
-        if record.legacy_magic is not None:
-            line = line[:-1] + _LEGACY % (record.legacy_magic, record.legacy_crc,
-                                          _JSON_BOOL[record.legacy_crc_valid], record.legacy_attributes)
-        append(line)
+        fields = (position, record.offset, record.timestamp, record.sequence, record.size,
+                  -1 if key is None else len(key), -1 if value is None else len(value),
+                  key_text, key_encoding, value_text, value_encoding, header_text)
+        if record.legacy_magic is None:
+            append(template % fields)
+        else:
+            append(legacy_template % (*fields, record.legacy_magic, record.legacy_crc,
+                                      _JSON_BOOL[record.legacy_crc_valid], record.legacy_attributes))
     return lines
 
 
@@ -286,7 +289,7 @@ _ATTRIBUTE_JSON = tuple(
 def run_lines(run: d.BatchRun, bytes_mode: str) -> list[str]:
     """`batch_lines` for each batch of a run and its records (with deep iteration), from the same
     templates; keys, values and headers are sliced out of the run's bytes here."""
-    batch_template, template = _templates(run.path)
+    batch_template, template, legacy_template = _templates(run.path)
     lines = []
     append = lines.append
     base64_only = bytes_mode == "base64"
@@ -331,12 +334,13 @@ def run_lines(run: d.BatchRun, bytes_mode: str) -> list[str]:
                            *json_bytes(None if v_length < 0 else data[v:v + v_length], base64_only))
                 for k, k_length, v, v_length in zip(*headers[:, first_header:first_header + header_count].tolist())
             ) if header_count else ""
-            line = template % (position, offset, timestamp, sequence, record_size, key_length, value_length,
-                               key_text, key_encoding, value_text, value_encoding, header_text)
-            if legacy is not None:  # as batch_lines adds it; the kernel kept only messages with a valid CRC
+            fields = (position, offset, timestamp, sequence, record_size, key_length, value_length, key_text,
+                      key_encoding, value_text, value_encoding, header_text)
+            if legacy is None:
+                append(template % fields)
+            else:  # the kernel kept only messages whose CRC matches
                 legacy_crc, legacy_attributes = next(legacy)
-                line = line[:-1] + _LEGACY % (magic, legacy_crc, "true", legacy_attributes)
-            append(line)
+                append(legacy_template % (*fields, magic, legacy_crc, "true", legacy_attributes))
     return lines
 
 
