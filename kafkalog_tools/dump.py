@@ -426,7 +426,8 @@ def _dump_log(path: str, kind: str, options: DumpOptions, topic: str | None, act
         filtering, on_records, decode_records = filters.any_set, filters.on_records, options.decode_records
         bulk = _BulkDump(segment, decode_records) if (
             options.batch_runs and not filtering and decoder is None
-            and bulk_scan.wanted(segment.buffer, segment.end, decode_records, bulk_scan.DUMP_COSTS, legacy=True)) else None
+            and bulk_scan.wanted(segment.buffer, segment.end, decode_records, bulk_scan.DUMP_COSTS, legacy=True)
+        ) else None
         position, budget = 0, None
         while True:
             if bulk is not None:
@@ -580,7 +581,8 @@ class _BulkDump:
             in_payloads = self._decode(n)
         n = self.n
         positions = columns[POSITION, :n]
-        base_offset, delta, base_sequence = columns[BASE_OFFSET, :n], columns[LAST_OFFSET_DELTA, :n], columns[BASE_SEQUENCE, :n]
+        base_offset, delta = columns[BASE_OFFSET, :n], columns[LAST_OFFSET_DELTA, :n]
+        base_sequence = columns[BASE_SEQUENCE, :n]
         last_offset = base_offset + delta  # wraps as Java's long does (parse_batch's java_long)
         if legacy_floor is not None:  # a wrapper's base offset is its first record's (`LegacyBatch.base_offset`)
             first = self.first_record[:n]
@@ -591,7 +593,8 @@ class _BulkDump:
                         4),  # the stored CRC (the kernel checked it)
             columns[ATTRIBUTES, :n], columns[MAX_TIMESTAMP, :n], columns[PRODUCER_ID, :n],
             columns[PRODUCER_EPOCH, :n], base_sequence, bulk_scan.last_sequences(base_sequence, delta),
-            columns[LEADER_EPOCH, :n], columns[BASE_TIMESTAMP, :n], in_payloads, np.full(n, 2 if legacy_floor is None else magic)))
+            columns[LEADER_EPOCH, :n], columns[BASE_TIMESTAMP, :n], in_payloads,
+            np.full(n, 2 if legacy_floor is None else magic)))
 
     def _decode(self, n: int):
         """Decompress the payloads and decode every batch's records; returns where each batch's
@@ -648,7 +651,7 @@ class _BulkDump:
                                                                  self.legacy_records)
             if row == n:
                 return in_payloads[:n]
-            needed = records + int(ends[row] - starts[row]) // _SMALLEST_LEGACY_ENTRY + 1  # an upper bound: grow
+            needed = records + int(ends[row] - starts[row]) // bulk_scan.SMALLEST_LEGACY_ENTRY + 1  # at most: grow
             self.records = self._grown(self.records, records, needed)
             self.legacy_records = self._grown(self.legacy_records, records, needed)
 
@@ -681,9 +684,6 @@ class _BulkDump:
         grown = self.np.empty((array.shape[0], max(at_least, 2 * array.shape[1])), dtype=array.dtype)
         grown[:, :used] = array[:, :used]
         return grown
-
-
-_SMALLEST_LEGACY_ENTRY = legacy.LOG_OVERHEAD + legacy.RECORD_OVERHEAD_V0
 
 
 def _big_endian(view, at, width: int, signed: bool = False):

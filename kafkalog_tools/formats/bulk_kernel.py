@@ -19,13 +19,14 @@ from numba.core import cgutils
 from numba.core.compiler_lock import global_compiler_lock
 from numba.extending import intrinsic
 
-from .bulk_scan import (ATTRIBUTES, BASE_OFFSET, BASE_SEQUENCE, BASE_TIMESTAMP, CHECKED, FIELD_AT, H_KEY_LENGTH,
-                        H_KEY_START, H_VALUE_LENGTH, H_VALUE_START, HEADER_COLUMNS, INDEX_INTERVAL, L_ATTRIBUTES, L_CRC,
-                        LAST_INDEXED_OFFSET, LAST_INDEXED_POSITION, LAST_OFFSET_DELTA, LAST_TIME_OFFSET,
-                        LAST_TIME_TIMESTAMP, LEADER_EPOCH, LEGACY_RECORD_COLUMNS, MAX_TIMESTAMP, MAX_TIMESTAMP_SO_FAR, NOT_DECODED, OFFSET_ENTRIES, OFFSET_OF_MAX_TIMESTAMP,
-                        POSITION, PRODUCER_EPOCH, PRODUCER_ID, R_FIRST_HEADER, R_HEADER_COUNT, R_KEY_LENGTH,
-                        R_KEY_START, R_OFFSET, R_SEQUENCE, R_SIZE, R_TIMESTAMP, R_VALUE_LENGTH, R_VALUE_START,
-                        RECORD_COLUMNS, RECORDS_COUNT, RECOVERY_STATE, SIZE, TIME_ENTRIES, VALID_BYTES)
+from .bulk_scan import (ATTRIBUTES, BASE_OFFSET, BASE_SEQUENCE, BASE_TIMESTAMP, CHECKED, FIELD_AT, HEADER_COLUMNS,
+                        H_KEY_LENGTH, H_KEY_START, H_VALUE_LENGTH, H_VALUE_START, INDEX_INTERVAL, LAST_INDEXED_OFFSET,
+                        LAST_INDEXED_POSITION, LAST_OFFSET_DELTA, LAST_TIME_OFFSET, LAST_TIME_TIMESTAMP, LEADER_EPOCH,
+                        LEGACY_RECORD_COLUMNS, L_ATTRIBUTES, L_CRC, MAX_TIMESTAMP, MAX_TIMESTAMP_SO_FAR, NOT_DECODED,
+                        OFFSET_ENTRIES, OFFSET_OF_MAX_TIMESTAMP, POSITION, PRODUCER_EPOCH, PRODUCER_ID, RECORDS_COUNT,
+                        RECORD_COLUMNS, RECOVERY_STATE, R_FIRST_HEADER, R_HEADER_COUNT, R_KEY_LENGTH, R_KEY_START,
+                        R_OFFSET, R_SEQUENCE, R_SIZE, R_TIMESTAMP, R_VALUE_LENGTH, R_VALUE_START, SIZE,
+                        SMALLEST_LEGACY_ENTRY, TIME_ENTRIES, VALID_BYTES)
 from . import legacy
 from .record_batch import ATTR_CODEC, ATTR_CONTROL, ATTR_LOG_APPEND_TIME, HEADER_SIZE
 
@@ -650,8 +651,6 @@ def decode_each(segment, payloads, columns, row, stop, starts, ends, in_payloads
 
 
 # dump: V0/V1 messages into the same record columns, as `LegacyBatch.records` reads them
-_LEGACY_SMALLEST = _OVERHEAD + _LEGACY_OVERHEAD_V0
-"""Bytes of the smallest log entry of a message set: a wrapper holds at most its size / this."""
 
 
 @_jit
@@ -677,7 +676,7 @@ def _legacy_records(data, start, end, magic, compressed, wrapper_offset, wrapper
     message there (its CRC checked by `scan_legacy`). Returns the rows after it; _REFUSED where the
     reference raises, or where it would report what this does not carry (an inner CRC mismatch, an
     inner magic that is not the wrapper's, offsets past a long); _NO_ROOM for too small arrays."""
-    if n + (end - start) // _LEGACY_SMALLEST + 1 > records.shape[1]:
+    if n + (end - start) // SMALLEST_LEGACY_ENTRY + 1 > records.shape[1]:
         return _NO_ROOM
     first = n
     pos = start

@@ -24,6 +24,7 @@ import os
 import warnings
 
 from ..schema import struct_fields
+from . import legacy
 from .record_batch import BATCH_HEADER, HEADER_SIZE, LOG_OVERHEAD
 
 MODE_VARIABLE = "KAFKALOG_BULK"
@@ -182,6 +183,8 @@ LEGACY_RECORD_COLUMNS = ("crc", "attributes")
 the message's stored CRC-32 (`decode_legacy_each` keeps only messages whose CRC matches) and its
 attributes byte, signed."""
 (L_CRC, L_ATTRIBUTES) = range(len(LEGACY_RECORD_COLUMNS))
+SMALLEST_LEGACY_ENTRY = legacy.LOG_OVERHEAD + legacy.RECORD_OVERHEAD_V0
+"""Bytes of the smallest log entry of a message set: a wrapper's holds at most its size / this."""
 
 
 def records_kernel():

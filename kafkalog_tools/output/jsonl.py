@@ -233,8 +233,8 @@ def batch_lines(batch: Batch, records: list[Record] | None, bytes_mode: str) -> 
     batch_template, template, legacy_template = _templates(batch.path)
     count, horizon, base = batch.count, batch.delete_horizon_ms, known_base_offset(batch)
     lines = [batch_template % (
-        batch.position, batch.size, "null" if base is None else base, batch.last_offset, "null" if count is None else count,
-        batch.magic, batch.crc, _JSON_BOOL[batch.crc_valid],
+        batch.position, batch.size, "null" if base is None else base, batch.last_offset,
+        "null" if count is None else count, batch.magic, batch.crc, _JSON_BOOL[batch.crc_valid],
         _COMPRESSION_JSON.get(batch.compression_id) or json_text(batch.compression),
         _TIMESTAMP_TYPE_JSON.get(batch.timestamp_type) or json_text(batch.timestamp_type), batch.max_timestamp,
         batch.producer_id, batch.producer_epoch, batch.base_sequence, batch.last_sequence,
