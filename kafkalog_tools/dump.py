@@ -19,12 +19,14 @@ from typing import Iterator
 
 from . import codecs
 from .errors import CorruptDataError, InputError, KafkaLogError
-from .formats import bulk_scan, checkpoint, logdir, offset_index, producer_snapshot, properties, time_index, txn_index
+from .formats import (bulk_scan, checkpoint, legacy, logdir, offset_index, producer_snapshot, properties, time_index,
+                      txn_index)
 from .formats.batch import Batch, Record
-from .formats.bulk_scan import (ATTRIBUTES, BASE_OFFSET, BASE_SEQUENCE, BASE_TIMESTAMP, LAST_OFFSET_DELTA, LEADER_EPOCH,
-                                MAX_TIMESTAMP, POSITION, PRODUCER_EPOCH, PRODUCER_ID, RECORDS_COUNT, SIZE)
+from .formats.bulk_scan import (ATTRIBUTES, BASE_OFFSET, BASE_SEQUENCE, BASE_TIMESTAMP, FIELD_AT, LAST_OFFSET_DELTA,
+                                LEADER_EPOCH, MAX_TIMESTAMP, POSITION, PRODUCER_EPOCH, PRODUCER_ID, R_OFFSET,
+                                RECORDS_COUNT, SIZE)
 from .formats.record_batch import ATTR_CODEC, ATTR_CONTROL, HEADER_SIZE
-from .formats.segment import BadEntry, SegmentFile, Stop, all_zero, offset_from_name
+from .formats.segment import MAGIC_OFFSET, BadEntry, SegmentFile, Stop, all_zero, offset_from_name
 from .payloads import DecodedPayload, PayloadDecoder, PayloadError, decoder_for_topic, decoders
 from .payloads import quorum_state
 
@@ -99,8 +101,8 @@ class DumpOptions:
     max_bytes: int | None = None
     decompress_limit: int = codecs.DEFAULT_LIMIT
     batch_runs: bool = False
-    """Runs of clean V2 batches may come as `BatchRun` items, read in bulk by compiled code
-    (`bulk_scan`), where no filter or payload decoder applies. Only the JSON Lines renderer reads them."""
+    """Runs of clean V2 batches or V0/V1 messages may come as `BatchRun` items, read in bulk by compiled
+    code (`bulk_scan`), where no filter or payload decoder applies. Only the JSON Lines renderer reads them."""
 
     @property
     def decode_records(self) -> bool:
@@ -132,17 +134,20 @@ class BatchItem:
 
 RUN_BATCH_FIELDS = ("position", "size", "base_offset", "last_offset", "count", "crc", "attributes", "max_timestamp",
                     "producer_id", "producer_epoch", "base_sequence", "last_sequence", "partition_leader_epoch",
-                    "base_timestamp", "in_payloads")
+                    "base_timestamp", "in_payloads", "magic")
 _RUN_POSITION, _RUN_COUNT = RUN_BATCH_FIELDS.index("position"), RUN_BATCH_FIELDS.index("count")
-"""The rows of `BatchRun.batches`: the fields of each batch's `Batch` (a V2 batch with a valid CRC;
-`attributes` is the low byte, as `Batch.attributes`), and whether its records lie in `payloads`."""
+"""The rows of `BatchRun.batches`: the fields of each batch's `Batch` (a V2 batch, or a V0/V1 message,
+with a valid CRC; `attributes` is the low byte, as `Batch.attributes`, for a legacy message only its
+codec and timestamp type bits), and whether its records lie in `payloads`. A legacy message's
+`count` is its records' (the line says null, as `Batch.count`)."""
 
 
 @dataclass
 class BatchRun:
-    """Consecutive V2 batches with valid CRCs, and (with deep iteration) their records exactly as
-    `decode_records` reads them, as columns: what a `BatchItem` each would hold, without the
-    objects. Only with `DumpOptions.batch_runs`."""
+    """Consecutive V2 batches (or V0/V1 messages of one magic) with valid CRCs, and (with deep
+    iteration) their records exactly as `decode_records` (`LegacyBatch.records`) reads them, as
+    columns: what a `BatchItem` each would hold, without the objects. Only with
+    `DumpOptions.batch_runs`."""
 
     path: str
     batches: object
@@ -159,6 +164,9 @@ class BatchRun:
     pin: object = field(default=None, repr=False)
     """A view of `segment`: a map cannot close while one is alive, so the run can still be rendered
     after the walk has moved on."""
+    legacy: object | None = None
+    """For V0/V1 messages with deep iteration: int64 numpy array [len(bulk_scan.LEGACY_RECORD_COLUMNS),
+    records], beside `records`."""
 
 
 @dataclass
@@ -418,7 +426,8 @@ def _dump_log(path: str, kind: str, options: DumpOptions, topic: str | None, act
         filtering, on_records, decode_records = filters.any_set, filters.on_records, options.decode_records
         bulk = _BulkDump(segment, decode_records) if (
             options.batch_runs and not filtering and decoder is None
-            and bulk_scan.wanted(segment.buffer, segment.end, decode_records, bulk_scan.DUMP_COSTS)) else None
+            and bulk_scan.wanted(segment.buffer, segment.end, decode_records, bulk_scan.DUMP_COSTS, legacy=True)
+        ) else None
         position, budget = 0, None
         while True:
             if bulk is not None:
@@ -472,11 +481,13 @@ def _dump_log(path: str, kind: str, options: DumpOptions, topic: str | None, act
 
 class _BulkDump:
     """`BatchRun`s of the batches the compiled kernel reads (`bulk_scan`), with their records
-    decoded by `bulk_kernel.decode_each`. It hands back to the per-batch loop, in order, every batch
-    it cannot print exactly as that loop would: anything `scan` stops before (damage, legacy
-    entries, the end), control batches, payloads that do not decompress, and records that
-    `decode_records` would refuse or read differently. Those go through the per-batch loop, which
-    owns every problem; batches read but not yet printed wait for it in the columns."""
+    decoded by `bulk_kernel.decode_each`, and of V0/V1 messages, read by `scan_legacy` with their
+    wrappers' message sets decoded by `decode_legacy_each`. It hands back to the per-batch loop, in
+    order, every batch it cannot print exactly as that loop would: anything the scans stop before
+    (damage, a change of magic, the end), control batches, payloads that do not decompress, and
+    records that `decode_records` or `LegacyBatch.records` would refuse or read differently. Those
+    go through the per-batch loop, which owns every problem; batches read but not yet printed wait
+    for it in the columns."""
 
     STEP = 2 << 20
     """Segment bytes a kernel call reads (also about what the decompressed payloads may hold at once)."""
@@ -492,7 +503,7 @@ class _BulkDump:
         self.reader = bulk_scan.Reader(segment, self.STEP)
         self.decode_each = bulk_scan.records_kernel()
         self.view, self.columns = self.reader.view, self.reader.columns
-        self.records = self.headers = None
+        self.records = self.headers = self.legacy_records = None
         self.first_record = np.empty(self.columns.shape[1], dtype=np.int64)
         self.batches = None
         """[len(RUN_BATCH_FIELDS), n] for the batches the last kernel call read."""
@@ -500,6 +511,8 @@ class _BulkDump:
         self.after = 0
         self.stopped = False
         """Whether the last kernel call stopped before an entry it cannot vouch for."""
+        self.decoded = False
+        """Whether the records of the last call's batches were decoded (`first_record` says which)."""
         self.payloads = b""
         self.lz4_out = None
         """Where `_decode_lz4` decodes lz4 payloads (copied into `payloads`), made on first use."""
@@ -524,7 +537,7 @@ class _BulkDump:
                 row = 0
             self.reader.read_anything(True)
             stop = self.n
-            if self.decode_records:
+            if self.decoded:
                 refused = np.flatnonzero(self.first_record[row:stop] == bulk_scan.NOT_DECODED)
                 if len(refused):
                     stop = row + int(refused[0])
@@ -548,69 +561,66 @@ class _BulkDump:
         first = int(self.first_record[row])
         last = int(self.first_record[stop - 1] + self.batches[_RUN_COUNT, stop - 1])
         return BatchRun(self.segment.path, self.batches[:, row:stop], self.records[:, first:last], self.headers,
-                        self.segment.buffer, self.payloads, self.view)
+                        self.segment.buffer, self.payloads, self.view,
+                        None if self.legacy_records is None else self.legacy_records[:, first:last])
 
     def _read(self, position: int) -> None:
-        """Scan from `position` into the columns, and decode the records."""
+        """Scan from `position` into the columns (V2 batches, or V0/V1 messages of one magic, as the
+        first entry's magic says), and decode the records."""
         np = self.np
         columns = self.columns
-        n, after, self.stopped = self.reader.read(position, False)
+        magic = int(self.view[position + MAGIC_OFFSET]) if position + MAGIC_OFFSET < self.segment.end else 2
+        legacy_floor = 0 if magic < 2 else None  # (dump takes a wrapper's base offset from its records)
+        n, after, self.stopped = self.reader.read(position, False, legacy_floor)
         self.row, self.n, self.after, self.payloads = 0, n, after, b""
+        self.decoded, self.legacy_records = False, None
         if not n:
             return
         in_payloads = np.zeros(n, dtype=np.int64)
-        if self.decode_records:
+        if legacy_floor is not None:
+            in_payloads = self._decode_legacy(n, magic)
+        elif self.decode_records:
             in_payloads = self._decode(n)
-            n = self.n
+        n = self.n
         positions = columns[POSITION, :n]
-        crc = np.zeros(n, dtype=np.int64)
-        for at in range(17, 21):  # the stored CRC-32C, big-endian (the kernel checked it)
-            crc = (crc << 8) | self.view[positions + at]
-        delta, base_sequence = columns[LAST_OFFSET_DELTA, :n], columns[BASE_SEQUENCE, :n]
-        last_sequence = bulk_scan.last_sequences(base_sequence, delta)
+        base_offset, delta = columns[BASE_OFFSET, :n], columns[LAST_OFFSET_DELTA, :n]
+        base_sequence = columns[BASE_SEQUENCE, :n]
+        last_offset = base_offset + delta  # wraps as Java's long does (parse_batch's java_long)
+        if legacy_floor is not None:  # a wrapper's base offset is its first record's (`LegacyBatch.base_offset`)
+            first = self.first_record[:n]
+            base_offset = np.where(first >= 0, self.records[R_OFFSET, np.maximum(first, 0)], last_offset)
         self.batches = np.stack((
-            positions, columns[SIZE, :n], columns[BASE_OFFSET, :n],
-            columns[BASE_OFFSET, :n] + delta,  # wraps as Java's long does (parse_batch's java_long)
-            columns[RECORDS_COUNT, :n], crc, columns[ATTRIBUTES, :n], columns[MAX_TIMESTAMP, :n],
-            columns[PRODUCER_ID, :n], columns[PRODUCER_EPOCH, :n], base_sequence, last_sequence,
-            columns[LEADER_EPOCH, :n], columns[BASE_TIMESTAMP, :n], in_payloads))
+            positions, columns[SIZE, :n], base_offset, last_offset, columns[RECORDS_COUNT, :n],
+            _big_endian(self.view, positions + (legacy.LOG_OVERHEAD if legacy_floor is not None else FIELD_AT["crc"]),
+                        4),  # the stored CRC (the kernel checked it)
+            columns[ATTRIBUTES, :n], columns[MAX_TIMESTAMP, :n], columns[PRODUCER_ID, :n],
+            columns[PRODUCER_EPOCH, :n], base_sequence, bulk_scan.last_sequences(base_sequence, delta),
+            columns[LEADER_EPOCH, :n], columns[BASE_TIMESTAMP, :n], in_payloads,
+            np.full(n, 2 if legacy_floor is None else magic)))
 
     def _decode(self, n: int):
         """Decompress the payloads and decode every batch's records; returns where each batch's
         records lie (1: in `payloads`). May keep fewer batches (`n`), to bound the payloads."""
-        np, columns, segment = self.np, self.columns, self.segment
+        np, columns = self.np, self.columns
         attributes = columns[ATTRIBUTES, :n]
         starts = columns[POSITION, :n] + HEADER_SIZE
         ends = columns[POSITION, :n] + columns[SIZE, :n]
         starts[(attributes & ATTR_CONTROL != 0) | (columns[RECORDS_COUNT, :n] < 0)] = -1  # per batch
         in_payloads = np.zeros(n, dtype=np.int64)
-        buffer, limit = segment.buffer, segment.decompress_limit
         compressed = (starts >= 0) & (attributes & ATTR_CODEC != 0)
         lz4 = np.flatnonzero(compressed & (attributes & ATTR_CODEC == codecs.IDS["lz4"]))
-        held, went = self._decode_lz4(lz4, starts, ends, in_payloads, limit) if len(lz4) else (0, 0)
-        payloads = [bytes(self.lz4_out[:held])] if held else []
+        held, went = (self._decode_lz4(lz4, starts, ends, in_payloads, self.segment.decompress_limit)
+                      if len(lz4) else (0, 0))
         if went < len(lz4):  # the kernel's output is full: the next kernel call reads on from that batch
             n = self.n = int(lz4[went])
             self.after, self.stopped = int(columns[POSITION, n]), False
-        for row in np.flatnonzero(compressed[:n] & (in_payloads[:n] == 0)).tolist():
-            try:
-                payload = codecs.decompress(int(attributes[row]) & ATTR_CODEC, buffer[starts[row]:ends[row]],
-                                            magic=2, limit=limit)
-            except KafkaLogError:
-                starts[row] = -1  # the per-batch loop reports why
-                continue
-            payloads.append(payload)
-            starts[row], ends[row], in_payloads[row] = held, held + len(payload), 1
-            held += len(payload)
-            if held >= 4 * self.STEP:
-                n = self.n = row + 1  # the next kernel call reads on from the batch after it
-                self.after, self.stopped = int(columns[POSITION, row] + columns[SIZE, row]), False
-                break
-        self.payloads = b"".join(payloads)
+        n = self._decompress(np.flatnonzero(compressed[:n] & (in_payloads[:n] == 0)), 2, starts, ends, in_payloads,
+                             bytes(self.lz4_out[:held]) if held else b"")
         payload_view = np.frombuffer(self.payloads, dtype=np.uint8)
         # new arrays for every call: the runs of the last one may still be waiting to be rendered
         self.records = np.empty((len(bulk_scan.RECORD_COLUMNS), self.RECORDS), dtype=np.int64)
         self.headers = np.empty((len(bulk_scan.HEADER_COLUMNS), self.RECORDS), dtype=np.int64)
+        self.decoded = True
         row = records = headers = 0
         while True:
             row, records, headers = self.decode_each(self.view, payload_view, columns, row, n, starts, ends,
@@ -638,10 +648,76 @@ class _BulkDump:
         in_payloads[kept] = 1
         return int(bounds[went]), went
 
+    def _decode_legacy(self, n: int, magic: int):
+        """`_decode` for V0/V1 messages of `magic`: an uncompressed message is its own record, a
+        wrapper's value decompresses into a message set of records."""
+        np, columns, view = self.np, self.columns, self.view
+        positions, codec = columns[POSITION, :n], columns[ATTRIBUTES, :n] & ATTR_CODEC
+        starts, ends = positions.copy(), positions + columns[SIZE, :n]
+        wrappers = np.flatnonzero(codec != 0)
+        # a wrapper's value lies after its key (`scan_legacy` checked that both fit)
+        key_at = positions[wrappers] + legacy.ENTRY_PREFIX.size + (legacy.TIMESTAMP.size if magic else 0)
+        value_at = key_at + 4 + np.maximum(_big_endian(view, key_at, 4, signed=True), 0)
+        value_size = _big_endian(view, value_at, 4, signed=True)
+        starts[wrappers], ends[wrappers] = value_at + 4, value_at + 4 + value_size
+        starts[wrappers[(value_size < 0) | (codec[wrappers] > codecs.IDS["lz4"])]] = -1  # the reference refuses them
+        in_payloads = np.zeros(n, dtype=np.int64)
+        n = self._decompress(wrappers[starts[wrappers] >= 0], magic, starts, ends, in_payloads)
+        payload_view = np.frombuffer(self.payloads, dtype=np.uint8)
+        self.records = np.empty((len(bulk_scan.RECORD_COLUMNS), self.RECORDS), dtype=np.int64)
+        self.legacy_records = np.empty((len(bulk_scan.LEGACY_RECORD_COLUMNS), self.RECORDS), dtype=np.int64)
+        self.decoded = True
+        row = records = 0
+        while True:
+            row, records = self.reader.kernel.decode_legacy_each(view, payload_view, columns, row, n, starts, ends,
+                                                                 in_payloads, self.first_record, self.records, records,
+                                                                 self.legacy_records)
+            if row == n:
+                return in_payloads[:n]
+            needed = records + int(ends[row] - starts[row]) // bulk_scan.SMALLEST_LEGACY_ENTRY + 1  # at most: grow
+            self.records = self._grown(self.records, records, needed)
+            self.legacy_records = self._grown(self.legacy_records, records, needed)
+
+    def _decompress(self, rows, magic: int, starts, ends, in_payloads, decoded: bytes = b"") -> int:
+        """Decompress the payloads segment[starts[row]:ends[row]] of `rows` (their codec in the
+        attributes) into `payloads`, end to end after those already `decoded` (by the kernel), and
+        point `starts` and `ends` there; a payload that does not decompress is left to the per-batch
+        loop (start -1), which reports why. Returns the batches kept: fewer than read once the
+        payloads hold enough for one call."""
+        columns, buffer, limit = self.columns, self.segment.buffer, self.segment.decompress_limit
+        payloads, held = [decoded], len(decoded)
+        n = self.n
+        for row in rows.tolist():
+            try:
+                payload = codecs.decompress(int(columns[ATTRIBUTES, row]) & ATTR_CODEC, buffer[starts[row]:ends[row]],
+                                            magic=magic, limit=limit)
+            except KafkaLogError:
+                starts[row] = -1
+                continue
+            payloads.append(payload)
+            starts[row], ends[row], in_payloads[row] = held, held + len(payload), 1
+            held += len(payload)
+            if held >= 4 * self.STEP:
+                n = self.n = row + 1  # the next kernel call reads on from the batch after it
+                self.after, self.stopped = int(columns[POSITION, row] + columns[SIZE, row]), False
+                break
+        self.payloads = b"".join(payloads)
+        return n
+
     def _grown(self, array, used: int, at_least: int):
         grown = self.np.empty((array.shape[0], max(at_least, 2 * array.shape[1])), dtype=array.dtype)
         grown[:, :used] = array[:, :used]
         return grown
+
+
+def _big_endian(view, at, width: int, signed: bool = False):
+    """The big-endian integers of `width` bytes at each of the positions `at` of a uint8 array."""
+    value = view[at].astype("int64")
+    for i in range(1, width):
+        value = (value << 8) | view[at + i]
+    if signed:
+        value -= (value >> (8 * width - 1)) << (8 * width)
+    return value
 
 
 def _payload_decoder(options: DumpOptions, topic: str | None) -> PayloadDecoder | None:

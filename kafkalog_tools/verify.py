@@ -847,7 +847,7 @@ class _LogScan:
         """Largest last offset of this segment's intact batches so far."""
         self.is_active = False
         """The partition's last segment: a broker may be appending to it as we read."""
-        self.bulk = _BulkScan(self) if bulk_scan.wanted(log.buffer, log.end, deep, legacy=True) else None
+        self.bulk = _BulkScan(self) if bulk_scan.wanted(log.buffer, log.end, deep, legacy=not deep) else None
 
     def run(self) -> None:
         position: int | None = 0

@@ -10,6 +10,7 @@ sequences, non-canonical varints, every codec), in both --bytes modes, with and 
 from __future__ import annotations
 
 import random
+import zlib
 from pathlib import Path
 
 import pytest
@@ -18,14 +19,15 @@ from click.testing import CliRunner
 from kafkalog_tools import codecs
 from kafkalog_tools import dump as d
 from kafkalog_tools.cli import cli
-from kafkalog_tools.errors import DecompressionError
-from kafkalog_tools.formats import bulk_scan
+from kafkalog_tools.errors import CorruptDataError, DecompressionError
+from kafkalog_tools.formats import bulk_scan, legacy
 from kafkalog_tools.output import jsonl
 from kafkalog_tools.formats.record_batch import (ATTR_DELETE_HORIZON, ATTR_LOG_APPEND_TIME, build_batch, build_record,
                                                  decode_records, parse_batch)
-from tests.conftest import ROOT
+from kafkalog_tools.formats.segment import SegmentFile
+from tests.conftest import GOLDEN, ROOT, need
 from tests.damage import corpus_paths, damaged_copies
-from tests.test_bulk_scan import _lie_in_records, generated_segment
+from tests.test_bulk_scan import _legacy_segment, _lie_in_records, generated_partitions, generated_segment
 
 np = pytest.importorskip("numpy")
 pytest.importorskip("numba", reason="the bulk path needs numba (an install requirement)")
@@ -256,3 +258,163 @@ def test_records_kernel_reads_what_decode_records_reads():
                 decoded += 1
                 assert got == expected
     assert decoded > 5000 and refused > 200, (decoded, refused)
+
+
+# ---------------------------------------------------------------------------------------------
+# V0/V1 messages: scan_legacy, wrappers decompressed, decode_legacy_each against LegacyBatch.records
+# ---------------------------------------------------------------------------------------------
+
+
+def test_json_dump_in_bulk_equals_batch_by_batch_on_the_legacy_corpus(monkeypatch):
+    paths = [str(need(GOLDEN / kind / name)) for kind in ("logs", "rebuilt") for name in ("golden-v0-0", "golden-v1-0")]
+    for flags, bytes_mode in MODES:
+        out = dump_both_ways(monkeypatch, paths, *flags, "--bytes", bytes_mode)
+        assert out.count(b'"magic":0') > 100 and out.count(b'"magic":1') > 100
+        assert out.count(b'"legacy":{') > (1000 if flags else -1)
+    in_runs, one_by_one = batches_in_runs(monkeypatch, paths, deep=True)
+    assert in_runs == out.count(b'"type":"batch"') and one_by_one == 0  # clean: every message in bulk
+
+
+def _legacy_message(offset: int, magic: int, key, value, timestamp: int, attributes: int, rng: random.Random) -> bytes:
+    """A log entry, now and then with bytes after its value (under its CRC: Kafka reads by position)."""
+    entry = legacy.build_entry(offset, magic, key, value, timestamp=timestamp, attributes=attributes)
+    if rng.random() < 0.05:
+        extra = rng.randbytes(rng.randrange(1, 5))
+        entry = entry[:8] + (len(entry) - 12 + len(extra)).to_bytes(4, "big") + entry[12:] + extra
+        entry = entry[:12] + zlib.crc32(entry[16:]).to_bytes(4, "big") + entry[16:]
+    return entry
+
+
+def odd_legacy_segment(rng: random.Random, base: int) -> bytes:
+    """V0 and V1 messages and wrappers whose records must come out exactly (odd text, null keys and
+    values, LogAppendTime, odd attribute bits, relative and librdkafka wrapper offsets, set tails
+    Kafka ignores), or go back message by message (inner CRC mismatches, inner magic or compression,
+    empty or null sets, wrapper offsets below their inner ones, zstd wrappers, offsets past a long)."""
+    out = []
+    offset = base
+    magic = rng.choice([0, 1])
+    for _ in range(rng.randrange(1, 30)):
+        if rng.random() < 0.15:
+            magic = 1 - magic
+        codec = rng.choice(["none", "none", "gzip", "gzip", "snappy", "lz4"])
+        timestamp = rng.choice([1_700_000_000_000, -1, (1 << 63) - 1])
+        attributes = rng.choice([0, 0, 0x08, -0x78, 0x40])  # LogAppendTime, bits no codec reads (signed)
+        if codec == "none":
+            out.append(_legacy_message(offset, magic, rng.choice(TEXTS), rng.choice(TEXTS), timestamp, attributes, rng))
+            offset += 1
+            continue
+        count = rng.randrange(1, 6)
+        first_inner = rng.choice([0, 0, 0, 7]) if magic else offset  # V1: relative; V0: absolute
+        if rng.random() < 0.03:
+            first_inner = -(1 << 63)  # the base would wrap past a long
+        inner = []
+        for i in range(count):
+            roll = rng.random()
+            entry = _legacy_message(first_inner + i, magic if roll > 0.03 else 1 - magic, rng.choice(TEXTS),
+                                    rng.choice(TEXTS), timestamp - i, rng.choice([0, 0, 0x08, -0x80]) if roll > 0.06
+                                    else codecs.IDS["gzip"], rng)
+            if 0.06 < roll < 0.09:
+                entry = entry[:-1] + bytes([entry[-1] ^ 1])  # an inner CRC mismatch
+            inner.append(entry)
+        data = b"".join(inner)
+        tail = rng.random()
+        if tail < 0.05:
+            data += bytes(rng.randrange(1, 12))  # too short for an entry: ignored
+        elif tail < 0.1:
+            data += inner[0][:rng.randrange(12, len(inner[0]))]  # a truncated entry ends the set
+        elif tail < 0.12:
+            data = b""  # no inner records
+        elif tail < 0.14:
+            data += (0).to_bytes(8, "big") + (5).to_bytes(4, "big")  # an entry smaller than a message
+        wrapped = codecs.compress(codecs.IDS[codec], data, magic=magic)
+        codec_id = codecs.IDS[codec] if rng.random() > 0.03 else codecs.IDS["zstd"]
+        wrapper_offset = offset + count - 1
+        roll = rng.random()
+        if magic and roll < 0.08:
+            wrapper_offset = 0 if roll < 0.05 else first_inner + count - 2  # librdkafka's; below the last inner
+        out.append(_legacy_message(wrapper_offset, magic, rng.choice([None, b"k"]), None if roll > 0.97 else wrapped,
+                                   timestamp, codec_id | attributes, rng))
+        offset += count
+    return b"".join(out)
+
+
+def legacy_partition_segment(rng: random.Random, base: int) -> bytes:
+    roll = rng.random()
+    if roll < 0.3:
+        return _legacy_segment(rng, base)  # with damage a shallow check sees
+    if roll < 0.8:
+        return odd_legacy_segment(rng, base)
+    return odd_legacy_segment(rng, base) + odd_segment(rng, base + 1000)  # V2 after an upgrade
+
+
+@pytest.mark.parametrize("flags, bytes_mode", MODES, ids=MODE_IDS)
+def test_json_dump_in_bulk_equals_batch_by_batch_on_generated_legacy_segments(monkeypatch, tmp_path, flags,
+                                                                              bytes_mode):
+    paths = generated_partitions(tmp_path, random.Random(43), 50, legacy_partition_segment, 2000)
+    out = dump_both_ways(monkeypatch, paths, *flags, "--bytes", bytes_mode)
+    assert b'"type":"problem"' in out and b'"timestamp_type":"LogAppendTime"' in out
+    assert b'"base_offset":null' in out  # a wrapper that does not decompress: the dump goes on
+    assert b'"magic":0' in out and b'"magic":1' in out and b'"magic":2' in out
+    if flags:
+        assert b'"crc_valid":false' in out and b'"value_encoding":"base64"' in out
+    in_runs, one_by_one = batches_in_runs(monkeypatch, paths, deep=bool(flags))
+    assert in_runs > 1000 and one_by_one > 100, (in_runs, one_by_one)
+
+
+def kernel_legacy_records(log: SegmentFile) -> dict[int, tuple | None]:
+    """decode_legacy_each's reading of each message of a segment, by position (its base offset and
+    its records, as LegacyBatch's fields), None where it refused; the wrappers decompressed by
+    _BulkDump, calls of one magic each."""
+    bulk = d._BulkDump(log, True)
+    bulk.RECORDS = 2  # small: the kernel asks for room
+    out = {}
+    position = 0
+    while position < log.end:
+        bulk._read(position)
+        assert bulk.n
+        batches = dict(zip(d.RUN_BATCH_FIELDS, bulk.batches.tolist()))
+        for row in range(bulk.n):
+            first = int(bulk.first_record[row])
+            if first == bulk_scan.NOT_DECODED:
+                out[batches["position"][row]] = None
+                continue
+            data = bulk.payloads if batches["in_payloads"][row] else log.buffer
+            records = []
+            for r in range(first, first + batches["count"][row]):
+                (offset, timestamp, sequence, size, key_start, key_length, value_start, value_length, _,
+                 header_count) = bulk.records[:, r].tolist()
+                assert (sequence, header_count) == (-1, 0)
+                crc, attributes = bulk.legacy_records[:, r].tolist()
+                records.append((offset, timestamp, size,
+                                None if key_length < 0 else data[key_start:key_start + key_length],
+                                None if value_length < 0 else data[value_start:value_start + value_length], crc,
+                                attributes))
+            out[batches["position"][row]] = (batches["base_offset"][row], records)
+        position = bulk.after
+    return out
+
+
+def test_legacy_records_kernel_reads_what_legacy_records_reads(tmp_path):
+    rng = random.Random(47)
+    decoded = refused = 0
+    path = tmp_path / f"{0:020d}.log"
+    for _ in range(600):
+        path.write_bytes(odd_legacy_segment(rng, 0))
+        with SegmentFile(path) as log:
+            got = kernel_legacy_records(log)
+            entries = list(log.entries(0))
+            assert sorted(got) == [entry.position for entry in entries]
+            for batch in entries:
+                try:
+                    records = batch.records()
+                    expected = (batch.base_offset, [(r.offset, r.timestamp, r.size, r.key, r.value, r.legacy_crc,
+                                                     r.legacy_attributes) for r in records])
+                    clean = all(r.legacy_crc_valid and r.legacy_magic == batch.magic for r in records)
+                except CorruptDataError:
+                    expected, clean = None, False
+                if got[batch.position] is None:
+                    refused += 1
+                else:
+                    decoded += 1
+                    assert clean and got[batch.position] == expected
+    assert decoded > 3000 and refused > 200, (decoded, refused)

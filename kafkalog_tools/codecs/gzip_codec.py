@@ -11,12 +11,13 @@ _GZIP_WBITS = 16 + zlib.MAX_WBITS
 
 
 def decompress(data: bytes, limit: int, magic: int) -> bytes:
-    out = bytearray()
-    remaining = bytes(data)
+    members, size = [], 0
+    remaining = data
     while remaining:
         member = zlib.decompressobj(_GZIP_WBITS)
-        out += member.decompress(remaining, limit + 1 - len(out))
-        if len(out) > limit:
+        members.append(member.decompress(remaining, limit + 1 - size))
+        size += len(members[-1])
+        if size > limit:
             raise too_large("gzip", limit)
         if not member.eof:
             if member.unconsumed_tail:
@@ -25,7 +26,7 @@ def decompress(data: bytes, limit: int, magic: int) -> bytes:
         remaining = member.unused_data
         if remaining and remaining[:2] != b"\x1f\x8b":
             break  # GZIPInputStream ignores trailing bytes that do not start a member
-    return bytes(out)
+    return members[0] if len(members) == 1 else b"".join(members)  # one member (nearly always): no copy
 
 
 def compress(data: bytes, magic: int) -> bytes:

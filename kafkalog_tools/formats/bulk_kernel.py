@@ -19,13 +19,14 @@ from numba.core import cgutils
 from numba.core.compiler_lock import global_compiler_lock
 from numba.extending import intrinsic
 
-from .bulk_scan import (ATTRIBUTES, BASE_OFFSET, BASE_SEQUENCE, BASE_TIMESTAMP, CHECKED, FIELD_AT, H_KEY_LENGTH,
-                        H_KEY_START, H_VALUE_LENGTH, H_VALUE_START, HEADER_COLUMNS, INDEX_INTERVAL, LAST_INDEXED_OFFSET,
+from .bulk_scan import (ATTRIBUTES, BASE_OFFSET, BASE_SEQUENCE, BASE_TIMESTAMP, CHECKED, FIELD_AT, HEADER_COLUMNS,
+                        H_KEY_LENGTH, H_KEY_START, H_VALUE_LENGTH, H_VALUE_START, INDEX_INTERVAL, LAST_INDEXED_OFFSET,
                         LAST_INDEXED_POSITION, LAST_OFFSET_DELTA, LAST_TIME_OFFSET, LAST_TIME_TIMESTAMP, LEADER_EPOCH,
-                        MAX_TIMESTAMP, MAX_TIMESTAMP_SO_FAR, NOT_DECODED, OFFSET_ENTRIES, OFFSET_OF_MAX_TIMESTAMP,
-                        POSITION, PRODUCER_EPOCH, PRODUCER_ID, R_FIRST_HEADER, R_HEADER_COUNT, R_KEY_LENGTH,
-                        R_KEY_START, R_OFFSET, R_SEQUENCE, R_SIZE, R_TIMESTAMP, R_VALUE_LENGTH, R_VALUE_START,
-                        RECORD_COLUMNS, RECORDS_COUNT, RECOVERY_STATE, SIZE, TIME_ENTRIES, VALID_BYTES)
+                        LEGACY_RECORD_COLUMNS, L_ATTRIBUTES, L_CRC, MAX_TIMESTAMP, MAX_TIMESTAMP_SO_FAR, NOT_DECODED,
+                        OFFSET_ENTRIES, OFFSET_OF_MAX_TIMESTAMP, POSITION, PRODUCER_EPOCH, PRODUCER_ID, RECORDS_COUNT,
+                        RECORD_COLUMNS, RECOVERY_STATE, R_FIRST_HEADER, R_HEADER_COUNT, R_KEY_LENGTH, R_KEY_START,
+                        R_OFFSET, R_SEQUENCE, R_SIZE, R_TIMESTAMP, R_VALUE_LENGTH, R_VALUE_START, SIZE,
+                        SMALLEST_LEGACY_ENTRY, TIME_ENTRIES, VALID_BYTES)
 from ..codecs import lz4_codec
 from . import legacy
 from .record_batch import ATTR_CODEC, ATTR_CONTROL, ATTR_LOG_APPEND_TIME, HEADER_SIZE
@@ -882,6 +883,115 @@ def lz4_each(segment, starts, ends, limit, out, bounds, decoded):
     return len(starts)
 
 
+# dump: V0/V1 messages into the same record columns, as `LegacyBatch.records` reads them
+
+
+@_jit
+def _legacy_sized(data, cursor, message_end):
+    """(start, length, next cursor) of the int32-sized key or value at `cursor`: length -1 for null,
+    the cursor -1 where `legacy.read_message` raises (the size or the bytes run past the message)."""
+    if cursor + 4 > message_end:
+        return cursor, np.int64(-1), -1
+    size = _signed(_be(data, cursor, 4), 32)
+    cursor += 4
+    if size < 0:
+        return cursor, np.int64(-1), cursor
+    if cursor + size > message_end:
+        return cursor, size, -1
+    return cursor, size, cursor + size
+
+
+@_jit
+def _legacy_records(data, start, end, magic, compressed, wrapper_offset, wrapper_timestamp, log_append_time,
+                    records, legacy_records, n):
+    """`LegacyBatch.records` into records[:, n:] and legacy_records[:, n:]: the inner messages of a
+    wrapper's decompressed message set data[start:end] (`compressed`), or the one uncompressed
+    message there (its CRC checked by `scan_legacy`). Returns the rows after it; _REFUSED where the
+    reference raises, or where it would report what this does not carry (an inner CRC mismatch, an
+    inner magic that is not the wrapper's, offsets past a long); _NO_ROOM for too small arrays."""
+    if n + (end - start) // SMALLEST_LEGACY_ENTRY + 1 > records.shape[1]:
+        return _NO_ROOM
+    first = n
+    pos = start
+    while end - pos >= _OVERHEAD:
+        size = _signed(_be(data, pos + _LENGTH_AT, 4), 32)
+        if size < _LEGACY_OVERHEAD_V0:
+            return _REFUSED
+        if pos + _OVERHEAD + size > end:
+            break  # DataLogInputStream: a truncated inner entry ends the set
+        message_end = pos + _OVERHEAD + size
+        attributes = _signed(np.int64(data[pos + _LEGACY_MAGIC_AT + 1]), 8)
+        if np.int64(data[pos + _LEGACY_MAGIC_AT]) != magic or (compressed and attributes & ATTR_CODEC != 0):
+            return _REFUSED
+        cursor = pos + _LEGACY_MAGIC_AT + 2
+        timestamp = np.int64(-1)  # V0 has none
+        if magic == 1:
+            if cursor + 8 > message_end:
+                return _REFUSED
+            timestamp = wrapper_timestamp if log_append_time else _be(data, cursor, 8)
+            cursor += 8
+        key_start, key_length, cursor = _legacy_sized(data, cursor, message_end)
+        if cursor < 0:
+            return _REFUSED
+        value_start, value_length, cursor = _legacy_sized(data, cursor, message_end)
+        if cursor < 0:
+            return _REFUSED
+        crc = _be(data, pos + _LEGACY_CRC_AT, 4)
+        if compressed and crc32(data, pos + _LEGACY_MAGIC_AT, message_end) != crc:
+            return _REFUSED
+        records[R_OFFSET, n] = _be(data, pos, 8)
+        records[R_TIMESTAMP, n] = timestamp
+        records[R_SEQUENCE, n] = -1
+        records[R_SIZE, n] = _OVERHEAD + size
+        records[R_KEY_START, n] = key_start
+        records[R_KEY_LENGTH, n] = key_length
+        records[R_VALUE_START, n] = value_start
+        records[R_VALUE_LENGTH, n] = value_length
+        records[R_FIRST_HEADER, n] = 0
+        records[R_HEADER_COUNT, n] = 0
+        legacy_records[L_CRC, n] = crc
+        legacy_records[L_ATTRIBUTES, n] = attributes
+        n += 1
+        pos = message_end
+    if n == first:
+        return _REFUSED  # "Found invalid compressed record set with no inner records"
+    if compressed and magic == 1 and wrapper_offset != 0:  # V1 inner offsets are relative to the last one
+        last_inner = records[R_OFFSET, n - 1]
+        if wrapper_offset < last_inner or (last_inner < 0 and wrapper_offset > _LONG_MAX + last_inner):
+            return _REFUSED  # the reference raises; or the base would wrap past a long
+        base = wrapper_offset - last_inner
+        for i in range(first, n):
+            if not _add_fits(base, records[R_OFFSET, i]):
+                return _REFUSED
+            records[R_OFFSET, i] += base
+    return n
+
+
+@_jit
+def decode_legacy_each(segment, payloads, columns, row, stop, starts, ends, in_payloads, first_record, records, n,
+                       legacy_records):
+    """`_legacy_records` for the messages row..stop-1 of `columns`, all of one magic (`scan_legacy`),
+    as `decode_each` does for V2 batches; also sets each decoded row's RECORDS_COUNT. Returns (row, n)
+    after the last message done: before `stop` when the arrays are too small for the next one."""
+    while row < stop:
+        first_record[row] = NOT_DECODED
+        if starts[row] >= 0:
+            attributes = columns[ATTRIBUTES, row]
+            after = _legacy_records(
+                payloads if in_payloads[row] else segment, starts[row], ends[row],
+                np.int64(segment[columns[POSITION, row] + _LEGACY_MAGIC_AT]), attributes & ATTR_CODEC != 0,
+                columns[BASE_OFFSET, row] + columns[LAST_OFFSET_DELTA, row], columns[MAX_TIMESTAMP, row],
+                attributes & ATTR_LOG_APPEND_TIME != 0, records, legacy_records, n)
+            if after == _NO_ROOM:
+                return row, n
+            if after != _REFUSED:
+                first_record[row] = n
+                columns[RECORDS_COUNT, row] = after - n
+                n = after
+        row += 1
+    return row, n
+
+
 # ---------------------------------------------------------------------------------------------
 # The entry points: C signatures over the kernels above, for `bulk_native` to call with ctypes.
 # Arrays arrive as pointers with their sizes; tuples leave through `out`.
@@ -941,8 +1051,25 @@ def _lz4_entry(segment, segment_length, starts, ends, count, limit, out, out_len
                     carray(out, (out_length,)), carray(bounds, (count + 1,)), carray(decoded, (count,)))
 
 
+
+@njit(_I64(_BYTES, _I64, _BYTES, _I64, _LONGS, _I64, _I64, _I64, _LONGS, _LONGS, _LONGS, _LONGS, _I64,
+           _LONGS, _I64, _I64, _LONGS, _LONGS), nogil=True)
+def _decode_legacy_entry(segment, segment_length, payloads, payloads_length, columns, capacity, row, stop, starts, ends,
+                         in_payloads, first_record, batches, records, records_capacity, n, legacy_records, out):
+    row, n = decode_legacy_each(
+        carray(segment, (segment_length,)), carray(payloads, (payloads_length,)),
+        carray(columns, (_COLUMN_COUNT, capacity)), row, stop, carray(starts, (batches,)), carray(ends, (batches,)),
+        carray(in_payloads, (batches,)), carray(first_record, (capacity,)),
+        carray(records, (len(RECORD_COLUMNS), records_capacity)), n,
+        carray(legacy_records, (len(LEGACY_RECORD_COLUMNS), records_capacity)))
+    result = carray(out, (2,))
+    result[0], result[1] = row, n
+    return 0
+
+
 ENTRIES = {"scan": _scan_entry, "scan_legacy": _scan_legacy_entry, "agree_each": _agree_entry, "recovery_index": _recovery_entry,
-           "decode_each": _decode_entry, "lz4_each": _lz4_entry}
+           "decode_each": _decode_entry, "decode_legacy_each": _decode_legacy_entry,
+           "lz4_each": _lz4_entry}
 """The object's exported functions, each named `kafkalog_<key>`."""
 _UNREACHABLE = """
 define void @NRT_MemInfo_call_dtor(ptr %meminfo) {

@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 
 from . import elf_object
-from .bulk_scan import CAPACITY, COLUMNS, HEADER_COLUMNS, RECORD_COLUMNS, RECOVERY_STATE
+from .bulk_scan import CAPACITY, COLUMNS, HEADER_COLUMNS, LEGACY_RECORD_COLUMNS, RECORD_COLUMNS, RECOVERY_STATE
 
 CACHE_VARIABLE = "KAFKALOG_KERNEL_CACHE"
 """A directory for the compiled kernels, instead of `__pycache__` or ~/.cache/kafkalog-tools."""
@@ -229,6 +229,8 @@ _SIGNATURES = {  # bulk_kernel.ENTRIES, in their argument order
     "recovery_index": (_POINTER, _I64, _I64, _I64, _POINTER, _POINTER, _POINTER, _I64),
     "decode_each": (_POINTER, _I64, _POINTER, _I64, _POINTER, _I64, _I64, _I64, _POINTER, _POINTER, _POINTER,
                     _POINTER, _I64, _POINTER, _I64, _I64, _POINTER, _I64, _I64, _POINTER),
+    "decode_legacy_each": (_POINTER, _I64, _POINTER, _I64, _POINTER, _I64, _I64, _I64, _POINTER, _POINTER, _POINTER,
+                           _POINTER, _I64, _POINTER, _I64, _I64, _POINTER, _POINTER),
     "lz4_each": (_POINTER, _I64, _POINTER, _POINTER, _I64, _I64, _POINTER, _I64, _POINTER, _POINTER),
 }
 
@@ -334,6 +336,22 @@ class NativeKernel:
         return self._call("lz4_each", _address(segment, np.uint8), segment.size, _address(starts, np.int64),
                           _address(ends, np.int64), count, int(limit), _address(out, np.uint8, writable=True),
                           out.size, _address(bounds, np.int64, writable=True), _address(decoded, np.int64, writable=True))
+
+    def decode_legacy_each(self, segment, payloads, columns, row: int, stop: int, starts, ends, in_payloads,
+                           first_record, records, n: int, legacy_records) -> tuple[int, int]:
+        """bulk_kernel.decode_legacy_each: (row, records) after the last message decoded."""
+        batches = starts.size
+        if not (0 <= row <= stop <= batches == ends.size == in_payloads.size and first_record.size >= stop
+                and stop <= columns.shape[1] and 0 <= n <= records.shape[1] == legacy_records.shape[1]):
+            raise ValueError(f"bulk kernel: decode_legacy_each over rows {row}..{stop} of {batches}")
+        out = np.empty(2, dtype=np.int64)
+        self._call("decode_legacy_each", _address(segment, np.uint8), segment.size, _address(payloads, np.uint8),
+                   payloads.size, _address(columns, np.int64, len(COLUMNS), True), columns.shape[1], int(row),
+                   int(stop), _address(starts, np.int64), _address(ends, np.int64), _address(in_payloads, np.int64),
+                   _address(first_record, np.int64, writable=True), batches,
+                   _address(records, np.int64, len(RECORD_COLUMNS), True), records.shape[1], int(n),
+                   _address(legacy_records, np.int64, len(LEGACY_RECORD_COLUMNS), True), out.ctypes.data)
+        return int(out[0]), int(out[1])
 
     def _call(self, name: str, *arguments) -> int:
         result = self._entries[name](*arguments)

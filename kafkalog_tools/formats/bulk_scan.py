@@ -24,6 +24,7 @@ import os
 import warnings
 
 from ..schema import struct_fields
+from . import legacy
 from .record_batch import BATCH_HEADER, HEADER_SIZE, LOG_OVERHEAD
 
 MODE_VARIABLE = "KAFKALOG_BULK"
@@ -73,7 +74,8 @@ def wanted(buffer, end: int, records: bool, costs: tuple[float, float] = CHECK_C
     """Whether to scan this segment's bytes in bulk. `auto` estimates the per-batch path's cost
     (`costs`: per batch, per record when `records` are read) from the first batch's size and
     record count, and loads the kernel once that would have paid for it. A segment that starts
-    with a legacy message only pays where the caller reads them in bulk too (`legacy`)."""
+    with a legacy message only pays where the caller reads those in bulk too, as deep as `records`
+    says (`legacy`); its first message counts as one record (a wrapper holds at least one)."""
     global _avoided
     chosen = mode()
     if chosen == "never" or end < HEADER_SIZE:
@@ -82,8 +84,8 @@ def wanted(buffer, end: int, records: bool, costs: tuple[float, float] = CHECK_C
         size = LOG_OVERHEAD + int.from_bytes(buffer[FIELD_AT["batch_length"]:FIELD_AT["batch_length"] + 4], "big")
         if buffer[FIELD_AT["magic"]] == 2:
             count = int.from_bytes(buffer[FIELD_AT["records_count"]:FIELD_AT["records_count"] + 4], "big", signed=True)
-        elif buffer[FIELD_AT["magic"]] < 2 and legacy and not records:
-            count = 0
+        elif buffer[FIELD_AT["magic"]] < 2 and legacy:
+            count = 1
         else:
             return False
         batches = end / max(size, HEADER_SIZE)
@@ -174,6 +176,15 @@ HEADER_COLUMNS = ("key_start", "key_length", "value_start", "value_length")
 (H_KEY_START, H_KEY_LENGTH, H_VALUE_START, H_VALUE_LENGTH) = range(len(HEADER_COLUMNS))
 NOT_DECODED = -1
 """`decode_each`'s first record row for a batch left to `decode_records` (the per-batch path)."""
+
+
+LEGACY_RECORD_COLUMNS = ("crc", "attributes")
+"""What a V0/V1 record line adds (its `legacy` object), one record a column beside `RECORD_COLUMNS`:
+the message's stored CRC-32 (`decode_legacy_each` keeps only messages whose CRC matches) and its
+attributes byte, signed."""
+(L_CRC, L_ATTRIBUTES) = range(len(LEGACY_RECORD_COLUMNS))
+SMALLEST_LEGACY_ENTRY = legacy.LOG_OVERHEAD + legacy.RECORD_OVERHEAD_V0
+"""Bytes of the smallest log entry of a message set: a wrapper's holds at most its size / this."""
 
 
 def records_kernel():

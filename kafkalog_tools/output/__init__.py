@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import sys
+from itertools import chain
 from typing import IO, Iterable
 
 EXIT_OK = 0
@@ -47,7 +48,7 @@ class LineWriter:
     def write_lines(self, lines: Iterable[str]) -> None:
         lines = lines if isinstance(lines, list) else list(lines)
         if lines:  # one write per call: each write is a system call on an unbuffered stdout (python -u)
-            self.stream.write("\n".join(lines) + "\n")
+            self.stream.write("\n".join(chain(lines, ("",))))  # ending in "\n" without a copy of it all
 
     def write_json(self, objects: Iterable[dict]) -> None:
         self.write_lines(json_line(obj) for obj in objects)

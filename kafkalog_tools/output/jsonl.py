@@ -22,6 +22,7 @@ import orjson
 
 from .. import dump as d
 from ..codecs import name_of
+from ..errors import CorruptDataError
 from ..formats.batch import TIMESTAMP_TYPES, Batch, Record
 from ..formats.record_batch import (ATTR_CODEC, ATTR_CONTROL, ATTR_DELETE_HORIZON, ATTR_LOG_APPEND_TIME,
                                     ATTR_TRANSACTIONAL)
@@ -45,7 +46,7 @@ def batch_object(batch: Batch) -> dict:
         "file": batch.path,
         "position": batch.position,
         "size": batch.size,
-        "base_offset": batch.base_offset,
+        "base_offset": known_base_offset(batch),
         "last_offset": batch.last_offset,
         "count": batch.count,
         "magic": batch.magic,
@@ -63,6 +64,15 @@ def batch_object(batch: Batch) -> dict:
         "partition_leader_epoch": batch.partition_leader_epoch,
         "delete_horizon_ms": batch.delete_horizon_ms,
     }
+
+
+def known_base_offset(batch: Batch) -> int | None:
+    """`batch.base_offset`, or None for a V0/V1 wrapper whose message set cannot be read (its first
+    inner message says it; with deep iteration, the problem line after the batch's says why)."""
+    try:
+        return batch.base_offset
+    except CorruptDataError:
+        return None
 
 
 def record_object(batch: Batch, record: Record, decoded, bytes_mode: str) -> dict:
@@ -190,7 +200,7 @@ def _json_bytes(data: bytes | None, base64_only: bool) -> tuple[str, str]:
     return '"' + binascii.b2a_base64(data, newline=False).decode("ascii") + '"', '"base64"'
 
 
-_BATCH_FIELDS = ('"position":%d,"size":%d,"base_offset":%d,"last_offset":%d,"count":%s,"magic":%d,"crc":%d,'
+_BATCH_FIELDS = ('"position":%d,"size":%d,"base_offset":%s,"last_offset":%d,"count":%s,"magic":%d,"crc":%d,'
                  '"crc_valid":%s,"compression":%s,"timestamp_type":%s,"max_timestamp":%d,"producer_id":%d,'
                  '"producer_epoch":%d,"base_sequence":%d,"last_sequence":%d,"is_transactional":%s,"is_control":%s,'
                  '"partition_leader_epoch":%d,"delete_horizon_ms":%s}')
@@ -198,29 +208,33 @@ _RECORD_FIELDS = ('"batch_position":%d,"offset":%d,"timestamp":%d,"sequence":%d,
                   '"value_size":%d,"key":%s,"key_encoding":%s,"value":%s,"value_encoding":%s,"headers":[%s]}')
 _HEADER = '{"key":%s,"value":%s,"value_encoding":%s}'
 _LEGACY = ',"legacy":{"magic":%d,"crc":%d,"crc_valid":%s,"attributes":%d}}'
+"""What a V0/V1 record line ends with, after its headers."""
 _JSON_BOOL = {True: "true", False: "false", None: "null"}
 
 
 @functools.lru_cache(maxsize=16)
-def _templates(path: str) -> tuple[str, str]:
-    """The batch and record line templates of one file: its name is encoded once, not per batch."""
+def _templates(path: str) -> tuple[str, str, str]:
+    """The batch, record and V0/V1 record line templates of one file: its name is encoded once, not
+    per batch."""
     file = json_text(path).replace("%", "%%")  # a file name may hold a '%'
-    return ('{"type":"batch","file":' + file + "," + _BATCH_FIELDS,
-            '{"type":"record","file":' + file + "," + _RECORD_FIELDS)
+    record = '{"type":"record","file":' + file + "," + _RECORD_FIELDS
+    return '{"type":"batch","file":' + file + "," + _BATCH_FIELDS, record, record[:-1] + _LEGACY
 
 
 _COMPRESSION_JSON = {codec_id: json_text(name_of(codec_id)) for codec_id in range(8)}  # every 3-bit codec field
 _TIMESTAMP_TYPE_JSON = {name: json_text(name) for name in TIMESTAMP_TYPES.values()}
+_NO_TIMESTAMP_TYPE_JSON = _TIMESTAMP_TYPE_JSON[TIMESTAMP_TYPES[-1]]
+"""A V0 message's: it has no timestamp, whatever its attributes say."""
 
 
 def batch_lines(batch: Batch, records: list[Record] | None, bytes_mode: str) -> list[str]:
     """json_line(batch_object(batch)), then json_line(record_object(batch, r, None, bytes_mode)) for
     each record, from the file's templates."""
-    batch_template, template = _templates(batch.path)
-    count, horizon = batch.count, batch.delete_horizon_ms
+    batch_template, template, legacy_template = _templates(batch.path)
+    count, horizon, base = batch.count, batch.delete_horizon_ms, known_base_offset(batch)
     lines = [batch_template % (
-        batch.position, batch.size, batch.base_offset, batch.last_offset, "null" if count is None else count,
-        batch.magic, batch.crc, _JSON_BOOL[batch.crc_valid],
+        batch.position, batch.size, "null" if base is None else base, batch.last_offset,
+        "null" if count is None else count, batch.magic, batch.crc, _JSON_BOOL[batch.crc_valid],
         _COMPRESSION_JSON.get(batch.compression_id) or json_text(batch.compression),
         _TIMESTAMP_TYPE_JSON.get(batch.timestamp_type) or json_text(batch.timestamp_type), batch.max_timestamp,
         batch.producer_id, batch.producer_epoch, batch.base_sequence, batch.last_sequence,
@@ -253,13 +267,14 @@ def batch_lines(batch: Batch, records: list[Record] | None, bytes_mode: str) -> 
                 key_text, key_encoding = json_bytes(key, True)
         header_text = ",".join(_HEADER % (dumps(k.decode("utf-8", "replace")).decode(), *json_bytes(v, base64_only))
                                for k, v in headers) if headers else ""
-        line = template % (position, record.offset, record.timestamp, record.sequence, record.size,
-                           -1 if key is None else len(key), -1 if value is None else len(value),
-                           key_text, key_encoding, value_text, value_encoding, header_text)
-        if record.legacy_magic is not None:
-            line = line[:-1] + _LEGACY % (record.legacy_magic, record.legacy_crc,
-                                          _JSON_BOOL[record.legacy_crc_valid], record.legacy_attributes)
-        append(line)
+        fields = (position, record.offset, record.timestamp, record.sequence, record.size,
+                  -1 if key is None else len(key), -1 if value is None else len(value),
+                  key_text, key_encoding, value_text, value_encoding, header_text)
+        if record.legacy_magic is None:
+            append(template % fields)
+        else:
+            append(legacy_template % (*fields, record.legacy_magic, record.legacy_crc,
+                                      _JSON_BOOL[record.legacy_crc_valid], record.legacy_attributes))
     return lines
 
 
@@ -274,21 +289,23 @@ _ATTRIBUTE_JSON = tuple(
 def run_lines(run: d.BatchRun, bytes_mode: str) -> list[str]:
     """`batch_lines` for each batch of a run and its records (with deep iteration), from the same
     templates; keys, values and headers are sliced out of the run's bytes here."""
-    batch_template, template = _templates(run.path)
+    batch_template, template, legacy_template = _templates(run.path)
     lines = []
     append = lines.append
     base64_only = bytes_mode == "base64"
     dumps, json_bytes, attribute_json = orjson.dumps, _json_bytes, _ATTRIBUTE_JSON
     records = None if run.records is None else zip(*run.records.tolist())
+    legacy = None if run.legacy is None else zip(*run.legacy.tolist())
     segment, payloads, headers = run.segment, run.payloads, run.headers
     for (position, size, base_offset, last_offset, count, crc, attributes, max_timestamp, producer_id,
-         producer_epoch, base_sequence, last_sequence, leader_epoch, base_timestamp,
-         in_payloads) in zip(*run.batches.tolist()):
+         producer_epoch, base_sequence, last_sequence, leader_epoch, base_timestamp, in_payloads,
+         magic) in zip(*run.batches.tolist()):
         compression, timestamp_type, transactional, control = attribute_json[attributes]
         append(batch_template % (
-            position, size, base_offset, last_offset, count, 2, crc, "true", compression, timestamp_type,
-            max_timestamp, producer_id, producer_epoch, base_sequence, last_sequence, transactional, control,
-            leader_epoch, base_timestamp if attributes & ATTR_DELETE_HORIZON else "null"))
+            position, size, base_offset, last_offset, count if magic == 2 else "null", magic, crc, "true",
+            compression, _NO_TIMESTAMP_TYPE_JSON if magic == 0 else timestamp_type, max_timestamp, producer_id,
+            producer_epoch, base_sequence, last_sequence, transactional, control, leader_epoch,
+            base_timestamp if attributes & ATTR_DELETE_HORIZON else "null"))
         if records is None or not count:
             continue
         data = payloads if in_payloads else segment
@@ -317,8 +334,13 @@ def run_lines(run: d.BatchRun, bytes_mode: str) -> list[str]:
                            *json_bytes(None if v_length < 0 else data[v:v + v_length], base64_only))
                 for k, k_length, v, v_length in zip(*headers[:, first_header:first_header + header_count].tolist())
             ) if header_count else ""
-            append(template % (position, offset, timestamp, sequence, record_size, key_length, value_length,
-                               key_text, key_encoding, value_text, value_encoding, header_text))
+            fields = (position, offset, timestamp, sequence, record_size, key_length, value_length, key_text,
+                      key_encoding, value_text, value_encoding, header_text)
+            if legacy is None:
+                append(template % fields)
+            else:  # the kernel kept only messages whose CRC matches
+                legacy_crc, legacy_attributes = next(legacy)
+                append(legacy_template % (*fields, magic, legacy_crc, "true", legacy_attributes))
     return lines
 
 
