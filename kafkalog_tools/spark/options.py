@@ -6,8 +6,8 @@ import os
 
 import click
 
+from . import INSTALL_HINT
 from .uri import is_uri
-from .session import INSTALL_HINT
 
 
 class PathOrUri(click.Path):

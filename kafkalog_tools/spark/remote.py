@@ -21,7 +21,7 @@ from urllib.parse import unquote, urlsplit
 
 from ..errors import InputError
 from ..formats.logdir import LocalFiles
-from .session import INSTALL_HINT
+from . import INSTALL_HINT
 from .uri import is_uri
 
 COPY_CHUNK = 8 << 20

@@ -10,8 +10,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from ..errors import InputError
-
-INSTALL_HINT = "pip install 'kafkalog-tools[spark]'"
+from . import INSTALL_HINT
 
 LOCAL_DEFAULTS = {
     "spark.ui.enabled": "false",
