@@ -494,7 +494,7 @@ class _RecoveryInBulk:
                     return None
                 done = row + 1
             walk.report()
-            segment.release_before(after)
+            self.reader.release_before(after)
             position = after
         self.reader.read_anything(position != start)
         return position

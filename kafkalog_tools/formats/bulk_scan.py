@@ -20,6 +20,7 @@ schema in record_batch.py.
 from __future__ import annotations
 
 import functools
+import mmap
 import os
 import warnings
 
@@ -142,9 +143,43 @@ class Reader:
             n, after = self.kernel.scan_legacy(self.view, position, limit, end, legacy_floor, self.columns)
         return n, after, after < limit and n < self.columns.shape[1]
 
+    def release_before(self, position: int) -> None:
+        """As `SegmentFile.release_before`, on the prefetch thread where there is one."""
+        segment = self.segment
+        behind = position - position % mmap.PAGESIZE
+        if behind > segment.released and self.prefetch is not None and self.prefetch.release(segment.released, behind):
+            segment.released = behind
+        else:
+            segment.release_before(position)
+
     def read_anything(self, any_read: bool) -> None:
         """After a pass over the kernel: whether it read any batch."""
         self.then_one_by_one = 1 if any_read else min(self.then_one_by_one * 2, 4096)
+
+
+def big_endian(view, at, width: int, signed: bool = False):
+    """The big-endian integers of `width` bytes at each of the positions `at` of a uint8 array."""
+    value = view[at].astype("int64")
+    for i in range(1, width):
+        value = (value << 8) | view[at + i]
+    if signed:
+        value -= (value >> (8 * width - 1)) << (8 * width)
+    return value
+
+
+def wrapper_values(view, positions, codec_ids, magic: int):
+    """(starts, ends) of the values of V0/V1 wrappers at `positions` of `magic` (`scan_legacy`
+    checked that key and value fit): their compressed message sets. Start -1 where
+    `LegacyBatch.records` refuses the wrapper without decompressing it (a null value, a codec id
+    above lz4's)."""
+    import numpy as np
+
+    key_at = positions + legacy.ENTRY_PREFIX.size + (legacy.TIMESTAMP.size if magic else 0)
+    value_at = key_at + 4 + np.maximum(big_endian(view, key_at, 4, signed=True), 0)
+    value_size = big_endian(view, value_at, 4, signed=True)
+    starts, ends = value_at + 4, value_at + 4 + value_size
+    starts[(value_size < 0) | (codec_ids > legacy.LAST_LEGACY_CODEC)] = -1
+    return starts, ends
 
 
 def last_sequences(base_sequence, delta):
