@@ -591,7 +591,7 @@ class _BulkDump:
             base_offset = np.where(first >= 0, self.records[R_OFFSET, np.maximum(first, 0)], last_offset)
         self.batches = np.stack((
             positions, columns[SIZE, :n], base_offset, last_offset, columns[RECORDS_COUNT, :n],
-            _big_endian(self.view, positions + (legacy.LOG_OVERHEAD if legacy_floor is not None else FIELD_AT["crc"]),
+            bulk_scan.big_endian(self.view, positions + (legacy.LOG_OVERHEAD if legacy_floor is not None else FIELD_AT["crc"]),
                         4),  # the stored CRC (the kernel checked it)
             columns[ATTRIBUTES, :n], columns[MAX_TIMESTAMP, :n], columns[PRODUCER_ID, :n],
             columns[PRODUCER_EPOCH, :n], base_sequence, bulk_scan.last_sequences(base_sequence, delta),
@@ -655,12 +655,7 @@ class _BulkDump:
         positions, codec = columns[POSITION, :n], columns[ATTRIBUTES, :n] & ATTR_CODEC
         starts, ends = positions.copy(), positions + columns[SIZE, :n]
         wrappers = np.flatnonzero(codec != 0)
-        # a wrapper's value lies after its key (`scan_legacy` checked that both fit)
-        key_at = positions[wrappers] + legacy.ENTRY_PREFIX.size + (legacy.TIMESTAMP.size if magic else 0)
-        value_at = key_at + 4 + np.maximum(_big_endian(view, key_at, 4, signed=True), 0)
-        value_size = _big_endian(view, value_at, 4, signed=True)
-        starts[wrappers], ends[wrappers] = value_at + 4, value_at + 4 + value_size
-        starts[wrappers[(value_size < 0) | (codec[wrappers] > codecs.IDS["lz4"])]] = -1  # the reference refuses them
+        starts[wrappers], ends[wrappers] = bulk_scan.wrapper_values(view, positions[wrappers], codec[wrappers], magic)
         in_payloads = np.zeros(n, dtype=np.int64)
         n = self._decompress(wrappers[starts[wrappers] >= 0], magic, starts, ends, in_payloads)
         payload_view = np.frombuffer(self.payloads, dtype=np.uint8)
@@ -684,23 +679,25 @@ class _BulkDump:
         point `starts` and `ends` there; a payload that does not decompress is left to the per-batch
         loop (start -1), which reports why. Returns the batches kept: fewer than read once the
         payloads hold enough for one call."""
-        columns, buffer, limit = self.columns, self.segment.buffer, self.segment.decompress_limit
+        columns, segment = self.columns, self.segment
+        rows = rows.tolist()
+        attributes = columns[ATTRIBUTES, rows].tolist()
+        ranges = [(codec & ATTR_CODEC, int(starts[row]), int(ends[row])) for codec, row in zip(attributes, rows)]
+        results = codecs.decompress_ranges(segment.buffer, ranges, magic=magic, limit=segment.decompress_limit,
+                                           budget=4 * self.STEP - len(decoded))
         payloads, held = [decoded], len(decoded)
-        n = self.n
-        for row in rows.tolist():
-            try:
-                payload = codecs.decompress(int(columns[ATTRIBUTES, row]) & ATTR_CODEC, buffer[starts[row]:ends[row]],
-                                            magic=magic, limit=limit)
-            except KafkaLogError:
+        for row, payload in zip(rows, results):
+            if isinstance(payload, KafkaLogError):
                 starts[row] = -1
                 continue
             payloads.append(payload)
             starts[row], ends[row], in_payloads[row] = held, held + len(payload), 1
             held += len(payload)
-            if held >= 4 * self.STEP:
-                n = self.n = row + 1  # the next kernel call reads on from the batch after it
-                self.after, self.stopped = int(columns[POSITION, row] + columns[SIZE, row]), False
-                break
+        n = self.n
+        if len(results) < len(rows):  # the payloads hold enough for one call: the next reads on after the last
+            row = rows[len(results) - 1]
+            n = self.n = row + 1
+            self.after, self.stopped = int(columns[POSITION, row] + columns[SIZE, row]), False
         self.payloads = b"".join(payloads)
         return n
 
@@ -708,16 +705,6 @@ class _BulkDump:
         grown = self.np.empty((array.shape[0], max(at_least, 2 * array.shape[1])), dtype=array.dtype)
         grown[:, :used] = array[:, :used]
         return grown
-
-
-def _big_endian(view, at, width: int, signed: bool = False):
-    """The big-endian integers of `width` bytes at each of the positions `at` of a uint8 array."""
-    value = view[at].astype("int64")
-    for i in range(1, width):
-        value = (value << 8) | view[at + i]
-    if signed:
-        value -= (value >> (8 * width - 1)) << (8 * width)
-    return value
 
 
 def _payload_decoder(options: DumpOptions, topic: str | None) -> PayloadDecoder | None:

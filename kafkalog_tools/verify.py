@@ -847,7 +847,7 @@ class _LogScan:
         """Largest last offset of this segment's intact batches so far."""
         self.is_active = False
         """The partition's last segment: a broker may be appending to it as we read."""
-        self.bulk = _BulkScan(self) if bulk_scan.wanted(log.buffer, log.end, deep, legacy=not deep) else None
+        self.bulk = _BulkScan(self) if bulk_scan.wanted(log.buffer, log.end, deep, legacy=True) else None
 
     def run(self) -> None:
         position: int | None = 0
@@ -1099,14 +1099,17 @@ class _BulkScan:
         stopped = False
         while position < log.end and not stopped:
             magic = log.buffer[position + MAGIC_OFFSET] if position + MAGIC_OFFSET < log.end else 2
-            if magic < 2 and not scan.deep:  # a legacy message set, its wrappers not opened
+            if magic < 2:  # a legacy message set, its wrappers opened only where deep
                 n, position, stopped = reader.read(position, False, scan.legacy_floor())
             else:
                 magic = 2
                 n, position, stopped = reader.read(position, scan.deep)
             if n:
-                self._accept(reader.columns[:, :n].copy(), lowest, highest, magic)
-                log.release_before(position)
+                columns = reader.columns[:, :n].copy()
+                if magic < 2 and scan.deep:
+                    self._open_wrappers(columns, magic)
+                self._accept(columns, lowest, highest, magic)
+                reader.release_before(position)
         reader.read_anything(position != start)
         return position
 
@@ -1121,7 +1124,7 @@ class _BulkScan:
         if scan.deep:
             compressed = np.flatnonzero((columns[bulk_scan.CHECKED] == 0) & (columns[ATTRIBUTES] & ATTR_CODEC != 0)
                                         & ~one_by_one & (columns[RECORDS_COUNT] >= 0))
-            if len(compressed):
+            if len(compressed) and magic >= 2:  # (`_open_wrappers` has read V0/V1 wrappers)
                 self._check_compressed(columns, compressed)
             one_by_one |= columns[bulk_scan.CHECKED] == 0
         start = 0
@@ -1150,22 +1153,93 @@ class _BulkScan:
         lz4 = columns[ATTRIBUTES, rows] & ATTR_CODEC == codecs.IDS["lz4"]
         if lz4.any():
             rows = np.concatenate((rows[~lz4], self._check_lz4(columns, rows[lz4], limit)))
-        payloads, bounds, kept = [], [0], []
-        for row, position, size, attributes in zip(rows.tolist(), columns[POSITION, rows].tolist(),
-                                                   columns[SIZE, rows].tolist(), columns[ATTRIBUTES, rows].tolist()):
-            try:
-                payload = codecs.decompress(attributes & ATTR_CODEC, buffer[position + HEADER_SIZE:position + size],
-                                            magic=2, limit=limit)
-            except KafkaLogError:
-                continue
-            payloads.append(payload)
-            bounds.append(bounds[-1] + len(payload))
-            kept.append(row)
-            if bounds[-1] >= self.reader.step:  # bound what is held at once (each batch is bounded by `limit`)
+        rows = rows.tolist()
+        ranges = [(attributes & ATTR_CODEC, position + HEADER_SIZE, position + size) for position, size, attributes
+                  in zip(columns[POSITION, rows].tolist(), columns[SIZE, rows].tolist(),
+                         columns[ATTRIBUTES, rows].tolist())]
+        while rows:  # bound what is held at once (each batch is bounded by `limit`)
+            results = codecs.decompress_ranges(buffer, ranges, magic=2, limit=limit, budget=self.reader.step)
+            payloads, bounds, kept = [], [0], []
+            for row, payload in zip(rows, results):
+                if not isinstance(payload, KafkaLogError):
+                    payloads.append(payload)
+                    bounds.append(bounds[-1] + len(payload))
+                    kept.append(row)
+            if kept:
                 self._agree(payloads, bounds, columns, kept)
-                payloads, bounds, kept = [], [0], []
-        if kept:
-            self._agree(payloads, bounds, columns, kept)
+            rows, ranges = rows[len(results):], ranges[len(results):]
+
+    def _open_wrappers(self, columns, magic: int) -> None:
+        """Deep verify of V0/V1 messages of `magic`: each wrapper's message set is decompressed and
+        read by `decode_legacy_each` as `LegacyBatch.records` reads it. A wrapper whose records it
+        reads and in which `_record_findings` would find nothing gets its real base offset (its
+        first record's) and is marked checked, as is every uncompressed message (`scan_legacy` read
+        it whole); the rest are left to `_accept`'s per-batch path, which reports what it finds."""
+        import numpy as np
+
+        log, view = self.scan.log, self.reader.view
+        codec = columns[ATTRIBUTES] & ATTR_CODEC
+        columns[bulk_scan.CHECKED] = codec == 0
+        wrappers = np.flatnonzero(codec != 0)
+        starts, ends = np.full(columns.shape[1], -1, dtype=np.int64), np.zeros(columns.shape[1], dtype=np.int64)
+        starts[wrappers], ends[wrappers] = bulk_scan.wrapper_values(view, columns[POSITION, wrappers], codec[wrappers],
+                                                                    magic)
+        wrappers = wrappers[starts[wrappers] >= 0].tolist()
+        in_payloads = np.ones(columns.shape[1], dtype=np.int64)
+        first_record = np.empty(columns.shape[1], dtype=np.int64)
+        while wrappers:  # a budget of payloads at a time
+            results = codecs.decompress_ranges(log.buffer, [(int(codec[row]), int(starts[row]), int(ends[row]))
+                                                            for row in wrappers],
+                                               magic=magic, limit=log.decompress_limit, budget=self.reader.step)
+            taken, wrappers = wrappers[:len(results)], wrappers[len(results):]
+            round_starts, round_ends = np.full_like(starts, -1), np.zeros_like(ends)
+            payloads, held = [], 0
+            for row, payload in zip(taken, results):
+                if isinstance(payload, bytes):
+                    payloads.append(payload)
+                    round_starts[row], round_ends[row] = held, held + len(payload)
+                    held += len(payload)
+            if payloads:
+                self._check_wrappers(columns, taken[0], taken[-1] + 1, np.frombuffer(b"".join(payloads), np.uint8),
+                                     round_starts, round_ends, in_payloads, first_record, magic)
+
+    def _check_wrappers(self, columns, row: int, stop: int, payloads, starts, ends, in_payloads, first_record,
+                        magic: int) -> None:
+        """`_open_wrappers` for the rows row..stop-1 whose decompressed message sets lie in
+        `payloads` (start -1: not these)."""
+        import numpy as np
+
+        records = np.empty((len(bulk_scan.RECORD_COLUMNS), max(1024, len(payloads) // bulk_scan.SMALLEST_LEGACY_ENTRY
+                                                                + stop - row)), dtype=np.int64)
+        legacy_records = np.empty((len(bulk_scan.LEGACY_RECORD_COLUMNS), records.shape[1]), dtype=np.int64)
+        done, n = self.kernel.decode_legacy_each(self.reader.view, payloads, columns, row, stop, starts, ends,
+                                                 in_payloads, first_record, records, 0, legacy_records)
+        assert done == stop  # room for the smallest entries the payloads could hold
+        rows = np.arange(row, stop)
+        rows = rows[(starts[row:stop] >= 0) & (first_record[row:stop] != bulk_scan.NOT_DECODED)]
+        if not len(rows):
+            return
+        offsets, firsts = records[bulk_scan.R_OFFSET, :n], first_record[rows]
+        lasts = firsts + columns[RECORDS_COUNT, rows] - 1
+        wrapper_last = columns[BASE_OFFSET, rows] + columns[LAST_OFFSET_DELTA, rows]
+        # what `_record_findings` checks: offsets increasing and within the wrapper's, a V0 wrapper's
+        # offset its last record's, the largest CreateTime timestamp the wrapper's (inner CRCs and
+        # magics: `decode_legacy_each` refuses those)
+        increasing = np.ones(n, dtype=bool)
+        increasing[1:] = offsets[1:] > offsets[:-1]
+        increasing[firsts] = True
+        clean = np.logical_and.reduceat(increasing, firsts) & (offsets[lasts] <= wrapper_last)
+        if magic == 0:
+            clean &= offsets[lasts] == wrapper_last
+        else:
+            create_time = columns[ATTRIBUTES, rows] & legacy.ATTR_LOG_APPEND_TIME == 0
+            largest = np.maximum.reduceat(records[bulk_scan.R_TIMESTAMP, :n], firsts)
+            clean &= ~create_time | (largest == columns[MAX_TIMESTAMP, rows])
+        rows = rows[clean]
+        base = offsets[firsts[clean]]
+        columns[LAST_OFFSET_DELTA, rows] = wrapper_last[clean] - base
+        columns[BASE_OFFSET, rows] = base
+        columns[bulk_scan.CHECKED, rows] = 1
 
     def _check_lz4(self, columns, rows, limit: int):
         """`bulk_kernel.lz4_each` then `agree_each` on these lz4 batches, an output buffer at a

@@ -240,7 +240,10 @@ def test_legacy_columns_are_what_legacy_parse_batch_reads():
 
 
 def _legacy_segment(rng: random.Random, base: int) -> bytes:
-    """V0 and V1 messages and wrappers, with the damage a shallow check must hand back."""
+    """V0 and V1 messages and wrappers, with the damage a shallow check must hand back, and inside
+    wrappers what a deep one must: inner offsets out of order, an inner CRC mismatch, a V1 inner
+    timestamp above the wrapper's, a V0 wrapper offset that is not its last inner one, a V1 wrapper
+    offset of 0."""
     out = []
     offset = base
     magic = rng.choice([0, 1])
@@ -256,13 +259,22 @@ def _legacy_segment(rng: random.Random, base: int) -> bytes:
             count = 1
         else:
             count = rng.randrange(1, 6)
-            inner = b"".join(legacy.build_entry(i if magic else offset + i, magic, None, rng.randbytes(50),
-                                                timestamp=timestamp) for i in range(count))
-            wrapped = codecs.compress(codecs.IDS[codec], inner, magic=magic)
+            inner_offsets = [i if magic else offset + i for i in range(count)]
+            if 0.18 < roll < 0.21 and count > 1:
+                inner_offsets[0], inner_offsets[1] = inner_offsets[1], inner_offsets[0]
+            inner = [bytearray(legacy.build_entry(inner_offset, magic, None, rng.randbytes(50),
+                                                  timestamp=timestamp + (7 if 0.23 < roll < 0.26 else 0)))
+                     for inner_offset in inner_offsets]
+            if 0.21 < roll < 0.23:
+                inner[-1][-1] ^= 0x01  # an inner CRC mismatch
+            wrapped = codecs.compress(codecs.IDS[codec], b"".join(inner), magic=magic)
             if roll < 0.05:
                 wrapped = wrapped[:len(wrapped) // 2]  # will not decompress: a shallow check cannot tell
-            entry = legacy.build_entry(offset + count - 1, magic, None, wrapped, timestamp=timestamp,
-                                       attributes=codecs.IDS[codec])
+            wrapper_offset = offset + count - 1
+            if 0.26 < roll < 0.28:
+                wrapper_offset = wrapper_offset + 1 if magic == 0 else 0
+            entry = legacy.build_entry(wrapper_offset, magic, None, wrapped, timestamp=timestamp,
+                                       attributes=codecs.IDS[codec] | rng.choice([0, 0, 0, legacy.ATTR_LOG_APPEND_TIME]))
         data = bytearray(entry)
         if 0.05 < roll < 0.08:
             data[-1] ^= 0x40  # a CRC mismatch
@@ -293,6 +305,40 @@ def test_verify_in_bulk_equals_batch_by_batch_on_generated_legacy_segments(monke
     assert {"crc-mismatch", "corrupt-batch", "offset-not-increasing", "offset-overflow"} <= codes, codes
     assert "record-corrupt" not in codes  # a shallow check does not open wrappers, as Kafka's recovery does not
     assert read > 500
+    deep = {f["code"] for f in verify_both_ways(monkeypatch, paths, deep=True)}
+    assert {"record-corrupt", "record-offset-invalid", "inner-crc-mismatch", "max-timestamp-mismatch",
+            "wrapper-offset-mismatch"} <= deep, deep
+
+
+@pytest.mark.parametrize("magic", [0, 1])
+def test_deep_verify_opens_clean_legacy_wrappers_in_bulk(monkeypatch, tmp_path, magic):
+    """Clean wrappers of every legacy codec: in bulk, the per-batch reader decodes none of them,
+    and the findings and record counts are the per-batch path's."""
+    rng = random.Random(magic)
+    entries, offset = [], 0
+    for number in range(300):
+        codec = ("gzip", "snappy", "lz4")[number % 3]
+        count = rng.randrange(1, 8)
+        inner = b"".join(legacy.build_entry(i if magic else offset + i, magic, None, rng.randbytes(60),
+                                            timestamp=1_700_000_000_000 + number) for i in range(count))
+        entries.append(legacy.build_entry(offset + count - 1, magic, b"k" if number % 5 == 0 else None,
+                                          codecs.compress(codecs.IDS[codec], inner, magic=magic),
+                                          timestamp=1_700_000_000_000 + number, attributes=codecs.IDS[codec]))
+        offset += count
+    partition = tmp_path / "legacy-0"
+    partition.mkdir()
+    (partition / f"{0:020d}.log").write_bytes(b"".join(entries))
+    decoded = []
+    per_batch = legacy.LegacyBatch._deep_records
+    monkeypatch.setattr(legacy.LegacyBatch, "_deep_records", lambda batch: decoded.append(batch) or per_batch(batch))
+    monkeypatch.setenv(bulk_scan.MODE_VARIABLE, "always")
+    in_bulk = Verification([str(partition)], deep=True)
+    found = [f.to_json() for f in in_bulk]
+    assert decoded == [] and {f["code"] for f in found} == {"index-missing", "timeindex-missing"}, found
+    monkeypatch.setenv(bulk_scan.MODE_VARIABLE, "never")
+    one_by_one = Verification([str(partition)], deep=True)
+    assert [f.to_json() for f in one_by_one] == found and len(decoded) == 300
+    assert in_bulk.summary == one_by_one.summary and in_bulk.summary.records == offset
 
 
 def test_checked_means_the_records_skim_and_agree_with_the_header():

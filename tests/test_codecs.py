@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import gzip
 import io
+import random
 import struct
+import threading
 import time
 import tracemalloc
 from pathlib import Path
@@ -351,6 +353,66 @@ def test_a_corrupted_real_payload_is_a_decompression_error(codec, magic):
     except DecompressionError:
         return
     assert out != bytes(range(256)) * 400  # a codec without checksums may decode garbage to garbage
+
+
+# ---------------------------------------------------------------------------------------------
+# Many payloads at once, on several threads
+# ---------------------------------------------------------------------------------------------
+
+
+def _payloads_in_one_buffer(seed: int, count: int, magic: int):
+    """A buffer of `count` payloads of every codec end to end (some corrupt), their ranges, and
+    what `decompress` makes of each."""
+    rng = random.Random(seed)
+    codec_ids = [c for c, m in CODEC_MAGICS if m == magic]
+    buffer, ranges, expected = bytearray(), [], []
+    for i in range(count):
+        codec = rng.choice(codec_ids)
+        data = bytes(rng.randrange(40) for _ in range(rng.choice((0, 100, 5000, 70_000))))
+        payload = bytearray(codecs.compress(codec, data, magic=magic))
+        if payload and rng.random() < 0.15:
+            payload[rng.randrange(len(payload))] ^= 0x5A
+        try:
+            expected.append(codecs.decompress(codec, bytes(payload), magic=magic, limit=MIB))
+        except DecompressionError as exc:
+            expected.append(str(exc))
+        ranges.append((codec, len(buffer), len(buffer) + len(payload)))
+        buffer += payload
+    return bytes(buffer), ranges, expected
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3])
+@pytest.mark.parametrize("magic", [1, 2])
+def test_decompress_ranges_is_decompress_of_each_in_order(monkeypatch, threads, magic):
+    """Shared among threads or not, the results are `decompress`'s, in order, errors in place; with
+    a budget, a prefix of them that holds it."""
+    monkeypatch.setattr(codecs, "_cpus", lambda: threads)
+    monkeypatch.setattr(codecs, "PARALLEL_BYTES", 0)
+    buffer, ranges, expected = _payloads_in_one_buffer(threads * 10 + magic, 120, magic)
+    as_text = [r if isinstance(r, bytes) else str(r) for r in
+               codecs.decompress_ranges(buffer, ranges, magic=magic, limit=MIB, budget=1 << 40)]
+    assert as_text == expected
+    assert any(not isinstance(e, bytes) for e in expected) and sum(map(len, expected)) > MIB
+    for budget in (0, 1, 100_000, 1_000_000):
+        taken = codecs.decompress_ranges(buffer, ranges, magic=magic, limit=MIB, budget=budget)
+        assert 1 <= len(taken) <= len(ranges)
+        assert [r if isinstance(r, bytes) else str(r) for r in taken] == expected[:len(taken)]
+        if len(taken) < len(ranges):  # stopped once the payloads held the budget, not before
+            assert sum(len(r) for r in taken if isinstance(r, bytes)) >= budget
+    assert codecs.decompress_ranges(buffer, [], magic=magic, budget=0) == []
+
+
+def test_decompress_ranges_shares_the_work_with_other_threads(monkeypatch):
+    if codecs._cpus() < 2:
+        pytest.skip("one CPU: decompress_ranges stays on the calling thread")
+    threads, decompress = set(), codecs.decompress
+    monkeypatch.setattr(codecs, "decompress", lambda *a, **k: threads.add(threading.get_ident()) or decompress(*a, **k))
+    rng = random.Random(5)
+    data = bytes(rng.randrange(64) for _ in range(400_000))  # compresses to ~300 KB
+    payload = codecs.compress(GZIP, data, magic=2)
+    ranges = [(GZIP, i * len(payload), (i + 1) * len(payload)) for i in range(40)]
+    assert codecs.decompress_ranges(payload * 40, ranges, budget=1 << 40) == [data] * 40
+    assert threading.get_ident() in threads and len(threads) > 1
 
 
 # ---------------------------------------------------------------------------------------------

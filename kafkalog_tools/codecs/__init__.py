@@ -7,7 +7,10 @@ out-of-memory kill.
 """
 from __future__ import annotations
 
+import functools
 import importlib
+import os
+import threading
 from types import ModuleType
 
 from ..errors import DecompressionError
@@ -45,6 +48,67 @@ def decompress(codec_id: int, data: bytes, *, magic: int = 2, limit: int = DEFAU
         raise
     except Exception as exc:  # each library has its own error types; all mean "corrupt payload"
         raise DecompressionError(f"{NAMES[codec_id]} payload does not decompress: {exc}") from None
+
+
+PARALLEL_BYTES = 256 << 10
+"""Compressed bytes below which `decompress_ranges` stays on the calling thread (a hand-off costs
+~50 us, inflating 64 KiB of gzip ~100 us)."""
+THREADS_MAX = 4
+"""At most this many threads inflate at once: each may hold a payload of up to `limit` bytes."""
+
+
+def decompress_ranges(buffer, ranges: list[tuple[int, int, int]], *, magic: int = 2, limit: int = DEFAULT_LIMIT,
+                      budget: int) -> list[bytes | DecompressionError]:
+    """`decompress` of buffer[start:end] for each (codec id, start, end), in order, until the
+    payloads hold `budget` bytes: returns the results of the ranges taken (at least one, when there
+    are any), a payload that does not decompress giving its error instead.
+
+    Every codec library inflates without the GIL, so large work is shared among threads (the
+    caller's is one): each takes the next range in order until the payloads hold the budget, and
+    finishes what it took. What is taken is therefore a prefix of `ranges`, as on one thread, and
+    memory stays within the budget plus one payload per thread."""
+    threads = min(_cpus(), THREADS_MAX, len(ranges))
+    if threads < 2 or sum(end - start for _, start, end in ranges) < PARALLEL_BYTES:
+        threads = 1
+    results: list = [None] * len(ranges)
+    state = [0, 0]  # ranges taken, bytes held
+    lock = threading.Lock()
+
+    def take_and_decompress() -> None:
+        while True:
+            with lock:
+                taken, held = state
+                if taken == len(ranges) or (taken and held >= budget):
+                    return
+                state[0] = taken + 1
+            codec_id, start, end = ranges[taken]
+            try:
+                payload = decompress(codec_id, buffer[start:end], magic=magic, limit=limit)
+            except DecompressionError as exc:
+                results[taken] = exc
+                continue
+            results[taken] = payload
+            with lock:
+                state[1] += len(payload)
+
+    helpers = [_pool().submit(take_and_decompress) for _ in range(threads - 1)]
+    take_and_decompress()
+    for helper in helpers:
+        helper.result()
+    return results[:state[0]]
+
+
+@functools.cache
+def _cpus() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+@functools.cache
+def _pool():
+    import concurrent.futures
+
+    return concurrent.futures.ThreadPoolExecutor(min(_cpus(), THREADS_MAX) - 1,
+                                                 thread_name_prefix="kafkalog-inflate")
 
 
 def compress(codec_id: int, data: bytes, *, magic: int = 2) -> bytes:

@@ -5,11 +5,21 @@ bounded by the output limit; concatenated frames are read across; a frame cut sh
 """
 from __future__ import annotations
 
+import threading
+
 import zstandard
 
 from . import too_large
 
-_decompressor = zstandard.ZstdDecompressor()
+_local = threading.local()
+"""A decompressor per thread: its frames share its context, which two threads must not use at once."""
+
+
+def _decompressor() -> zstandard.ZstdDecompressor:
+    decompressor = getattr(_local, "decompressor", None)
+    if decompressor is None:
+        decompressor = _local.decompressor = zstandard.ZstdDecompressor()
+    return decompressor
 
 
 def decompress(data: bytes, limit: int, magic: int) -> bytes:
@@ -20,8 +30,9 @@ def decompress(data: bytes, limit: int, magic: int) -> bytes:
     view = memoryview(bytes(data))
     out = bytearray()
     pos = 0
+    decompressor = _decompressor()
     while pos < len(view):
-        frame = _decompressor.decompressobj()
+        frame = decompressor.decompressobj()
         while not frame.eof:
             if pos >= len(view):
                 raise ValueError(f"zstd frame cut short: the payload ends inside it ({len(view)} bytes)")

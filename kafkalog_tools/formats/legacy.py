@@ -52,6 +52,8 @@ RECORD_OVERHEAD_V0 = 14
 CRC_START = 16  # file-relative start of the CRC-covered bytes (the magic byte)
 ATTR_CODEC = 0x07
 ATTR_LOG_APPEND_TIME = 0x08
+LAST_LEGACY_CODEC = 3
+"""lz4: V0/V1 wrappers know no later codec (zstd came with V2)."""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -162,7 +164,7 @@ class LegacyBatch(Batch):
         wrapper = self.message
         if wrapper.value is None:
             raise self._error(f"Found invalid compressed record set with null value (magic = {self.magic})")
-        if self.compression_id > 3:
+        if self.compression_id > LAST_LEGACY_CODEC:
             raise self._error(f"Invalid wrapper compressionType found in legacy deep record iterator: {self.compression}")
         try:
             data = codecs.decompress(self.compression_id, wrapper.value, magic=self.magic, limit=self.decompress_limit)
