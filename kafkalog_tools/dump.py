@@ -685,20 +685,17 @@ class _BulkDump:
         ranges = [(codec & ATTR_CODEC, int(starts[row]), int(ends[row])) for codec, row in zip(attributes, rows)]
         results = codecs.decompress_ranges(segment.buffer, ranges, magic=magic, limit=segment.decompress_limit,
                                            budget=4 * self.STEP - len(decoded))
-        payloads, held = [decoded], len(decoded)
-        for row, payload in zip(rows, results):
-            if isinstance(payload, KafkaLogError):
+        self.payloads, spans = codecs.laid_end_to_end(results, decoded)
+        for row, span in zip(rows, spans):
+            if span is None:
                 starts[row] = -1
-                continue
-            payloads.append(payload)
-            starts[row], ends[row], in_payloads[row] = held, held + len(payload), 1
-            held += len(payload)
+            else:
+                (starts[row], ends[row]), in_payloads[row] = span, 1
         n = self.n
         if len(results) < len(rows):  # the payloads hold enough for one call: the next reads on after the last
             row = rows[len(results) - 1]
             n = self.n = row + 1
             self.after, self.stopped = int(columns[POSITION, row] + columns[SIZE, row]), False
-        self.payloads = b"".join(payloads)
         return n
 
     def _grown(self, array, used: int, at_least: int):

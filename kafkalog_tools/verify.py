@@ -1157,17 +1157,15 @@ class _BulkScan:
         ranges = [(attributes & ATTR_CODEC, position + HEADER_SIZE, position + size) for position, size, attributes
                   in zip(columns[POSITION, rows].tolist(), columns[SIZE, rows].tolist(),
                          columns[ATTRIBUTES, rows].tolist())]
-        while rows:  # bound what is held at once (each batch is bounded by `limit`)
-            results = codecs.decompress_ranges(buffer, ranges, magic=2, limit=limit, budget=self.reader.step)
-            payloads, bounds, kept = [], [0], []
-            for row, payload in zip(rows, results):
-                if not isinstance(payload, KafkaLogError):
-                    payloads.append(payload)
-                    bounds.append(bounds[-1] + len(payload))
-                    kept.append(row)
+        # a budget at a time bounds what is held at once (each batch is bounded by `limit`)
+        for first, results in codecs.decompress_in_rounds(buffer, ranges, magic=2, limit=limit,
+                                                           budget=self.reader.step):
+            payloads, spans = codecs.laid_end_to_end(results)
+            kept = [(row, span) for row, span in zip(rows[first:], spans) if span is not None]
             if kept:
-                self._agree(payloads, bounds, columns, kept)
-            rows, ranges = rows[len(results):], ranges[len(results):]
+                self.kernel.agree_each(np.frombuffer(payloads, dtype=np.uint8),
+                                       np.array([0] + [end for _, (_, end) in kept], dtype=np.int64), columns,
+                                       np.array([row for row, _ in kept], dtype=np.int64))
 
     def _open_wrappers(self, columns, magic: int) -> None:
         """Deep verify of V0/V1 messages of `magic`: each wrapper's message set is decompressed and
@@ -1187,20 +1185,17 @@ class _BulkScan:
         wrappers = wrappers[starts[wrappers] >= 0].tolist()
         in_payloads = np.ones(columns.shape[1], dtype=np.int64)
         first_record = np.empty(columns.shape[1], dtype=np.int64)
-        while wrappers:  # a budget of payloads at a time
-            results = codecs.decompress_ranges(log.buffer, [(int(codec[row]), int(starts[row]), int(ends[row]))
-                                                            for row in wrappers],
-                                               magic=magic, limit=log.decompress_limit, budget=self.reader.step)
-            taken, wrappers = wrappers[:len(results)], wrappers[len(results):]
+        ranges = [(int(codec[row]), int(starts[row]), int(ends[row])) for row in wrappers]
+        for first, results in codecs.decompress_in_rounds(log.buffer, ranges, magic=magic, limit=log.decompress_limit,
+                                                           budget=self.reader.step):
+            taken = wrappers[first:first + len(results)]
+            payloads, spans = codecs.laid_end_to_end(results)
             round_starts, round_ends = np.full_like(starts, -1), np.zeros_like(ends)
-            payloads, held = [], 0
-            for row, payload in zip(taken, results):
-                if isinstance(payload, bytes):
-                    payloads.append(payload)
-                    round_starts[row], round_ends[row] = held, held + len(payload)
-                    held += len(payload)
+            for row, span in zip(taken, spans):
+                if span is not None:
+                    round_starts[row], round_ends[row] = span
             if payloads:
-                self._check_wrappers(columns, taken[0], taken[-1] + 1, np.frombuffer(b"".join(payloads), np.uint8),
+                self._check_wrappers(columns, taken[0], taken[-1] + 1, np.frombuffer(payloads, np.uint8),
                                      round_starts, round_ends, in_payloads, first_record, magic)
 
     def _check_wrappers(self, columns, row: int, stop: int, payloads, starts, ends, in_payloads, first_record,
@@ -1261,12 +1256,6 @@ class _BulkScan:
                 self.kernel.agree_each(out, np.append(bounds[kept], bounds[done + went]), columns, rows[kept])
             done += went
         return rows[decoded == 0]
-
-    def _agree(self, payloads, bounds, columns, rows) -> None:
-        import numpy as np
-
-        self.kernel.agree_each(np.frombuffer(b"".join(payloads), dtype=np.uint8), np.array(bounds, dtype=np.int64),
-                               columns, np.array(rows, dtype=np.int64))
 
 
 def _epoch_start_compacted(recorded_start: int, first_in_log: int, previous_last_offset: int | None) -> bool:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import gzip
 import io
+import itertools
 import random
 import struct
 import threading
@@ -400,6 +401,12 @@ def test_decompress_ranges_is_decompress_of_each_in_order(monkeypatch, threads, 
         if len(taken) < len(ranges):  # stopped once the payloads held the budget, not before
             assert sum(len(r) for r in taken if isinstance(r, bytes)) >= budget
     assert codecs.decompress_ranges(buffer, [], magic=magic, budget=0) == []
+    rounds = list(codecs.decompress_in_rounds(buffer, ranges, magic=magic, limit=MIB, budget=100_000))
+    assert len(rounds) > 1 and [first for first, _ in rounds] == [0] + list(
+        itertools.accumulate(len(results) for _, results in rounds[:-1]))
+    joined, spans = codecs.laid_end_to_end([r for _, results in rounds for r in results], b"before")
+    assert [None if span is None else joined[span[0]:span[1]] for span in spans] == \
+        [r if isinstance(r, bytes) else None for r in expected]
 
 
 def test_decompress_ranges_shares_the_work_with_other_threads(monkeypatch):

@@ -12,6 +12,7 @@ import importlib
 import os
 import threading
 from types import ModuleType
+from typing import Iterator
 
 from ..errors import DecompressionError
 
@@ -96,6 +97,31 @@ def decompress_ranges(buffer, ranges: list[tuple[int, int, int]], *, magic: int 
     for helper in helpers:
         helper.result()
     return results[:state[0]]
+
+
+def decompress_in_rounds(buffer, ranges: list[tuple[int, int, int]], *, magic: int = 2, limit: int = DEFAULT_LIMIT,
+                         budget: int) -> Iterator[tuple[int, list[bytes | DecompressionError]]]:
+    """`decompress_ranges` over all of `ranges`, a budget at a time: yields (index of the round's
+    first range, its results)."""
+    first = 0
+    while first < len(ranges):
+        results = decompress_ranges(buffer, ranges[first:], magic=magic, limit=limit, budget=budget)
+        yield first, results
+        first += len(results)
+
+
+def laid_end_to_end(results: list[bytes | DecompressionError], before: bytes = b"") -> tuple[bytes, list]:
+    """The payloads among `results` joined after `before`, and where each result lies in them:
+    (start, end), or None for an error."""
+    parts, spans, held = [before], [], len(before)
+    for payload in results:
+        if isinstance(payload, DecompressionError):
+            spans.append(None)
+            continue
+        parts.append(payload)
+        spans.append((held, held + len(payload)))
+        held += len(payload)
+    return b"".join(parts), spans
 
 
 @functools.cache
