@@ -473,12 +473,11 @@ class _RecoveryInBulk:
         goes on, or None when recovery stopped at a batch taken here."""
         import numpy as np
 
-        walk, segment, result, columns = self.walk, self.walk.segment, self.walk.result, self.columns
+        walk, result = self.walk, self.walk.result
         lowest, highest = result.base_offset, result.base_offset + INT32_MAX
         start = position
-        stopped = False
-        while position < segment.end and not stopped:
-            n, after, stopped = self.reader.read(position, False)
+        for columns, n, after, _ in self.reader.runs(position, False):
+            self.columns = columns
             last = columns[bulk_scan.BASE_OFFSET, :n] + columns[bulk_scan.LAST_OFFSET_DELTA, :n]
             attributes = columns[bulk_scan.ATTRIBUTES, :n]
             one_by_one = (last < lowest) | (last > highest) | (attributes & ATTR_CONTROL != 0) | \

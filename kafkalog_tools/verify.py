@@ -1084,8 +1084,8 @@ class _BulkScan:
         self.scan = scan
         self.reader = bulk_scan.Reader(scan.log)
         self.kernel = self.reader.kernel
-        self.lz4_out = None
-        """Where `_check_lz4` decodes lz4 payloads, made on first use."""
+        self.lz4_out = []
+        """Where `_check_lz4` decodes lz4 payloads, a buffer per thread, made on first use."""
 
     @property
     def then_one_by_one(self) -> int:
@@ -1099,14 +1099,18 @@ class _BulkScan:
         stopped = False
         while position < log.end and not stopped:
             magic = log.buffer[position + MAGIC_OFFSET] if position + MAGIC_OFFSET < log.end else 2
-            if magic < 2:  # a legacy message set, its wrappers opened only where deep
-                n, position, stopped = reader.read(position, False, scan.legacy_floor())
-            else:
-                magic = 2
-                n, position, stopped = reader.read(position, scan.deep)
+            if magic >= 2:
+                for columns, n, position, stopped in reader.runs(position, scan.deep):
+                    if n:
+                        self._accept(columns[:, :n].copy(), lowest, highest, 2)  # (stage 2 keeps the columns)
+                        reader.release_before(position)
+                continue
+            # a legacy message set, its wrappers opened only where deep (each call needs the floor
+            # the one before left, so none runs ahead)
+            n, position, stopped = reader.read(position, False, scan.legacy_floor())
             if n:
                 columns = reader.columns[:, :n].copy()
-                if magic < 2 and scan.deep:
+                if scan.deep:
                     self._open_wrappers(columns, magic)
                 self._accept(columns, lowest, highest, magic)
                 reader.release_before(position)
@@ -1238,12 +1242,24 @@ class _BulkScan:
 
     def _check_lz4(self, columns, rows, limit: int):
         """`bulk_kernel.lz4_each` then `agree_each` on these lz4 batches, an output buffer at a
-        time; returns the rows whose frames it refused."""
+        time, in pieces of about equal compressed bytes shared among threads; returns the rows
+        whose frames the kernel refused."""
         import numpy as np
 
-        if self.lz4_out is None:
-            self.lz4_out = np.empty(self.reader.step, dtype=np.uint8)
-        out = self.lz4_out
+        sizes = np.cumsum(columns[SIZE, rows])
+        threads = codecs.threads_for(int(sizes[-1]))
+        while len(self.lz4_out) < threads:
+            self.lz4_out.append(np.empty(self.reader.step, dtype=np.uint8))
+        pieces = 4 * threads if threads > 1 else 1
+        cuts = [0, *np.searchsorted(sizes, [sizes[-1] * piece // pieces for piece in range(1, pieces)]).tolist(),
+                len(rows)]
+        refused = codecs.in_pieces(lambda piece, slot: self._check_lz4_part(
+            columns, rows[cuts[piece]:cuts[piece + 1]], limit, self.lz4_out[slot]), pieces, threads)
+        return np.concatenate(refused)
+
+    def _check_lz4_part(self, columns, rows, limit: int, out):
+        import numpy as np
+
         positions = columns[POSITION, rows]
         starts, ends = positions + HEADER_SIZE, positions + columns[SIZE, rows]
         bounds, decoded = np.empty(len(rows) + 1, dtype=np.int64), np.empty(len(rows), dtype=np.int64)

@@ -14,6 +14,7 @@ import struct
 import zlib
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -22,7 +23,7 @@ from kafkalog_tools import codecs
 from kafkalog_tools.crc import crc32c
 from kafkalog_tools.formats import bulk_native, bulk_scan, legacy
 from kafkalog_tools.formats.record_batch import ATTR_LOG_APPEND_TIME, build_batch, build_record, parse_batch, skim_records
-from kafkalog_tools.formats.segment import SegmentFile
+from kafkalog_tools.formats.segment import MAGIC_OFFSET, SegmentFile
 from kafkalog_tools.recovery import ProducerState, SegmentRecovery, recover_segment
 from kafkalog_tools.verify import Verification
 from tests.conftest import GOLDEN, REAL, ROOT, need
@@ -466,6 +467,67 @@ def test_recovery_in_bulk_equals_batch_by_batch(monkeypatch, tmp_path):
     outcomes = [recover_both_ways(monkeypatch, log, interval) for log in logs for interval in (0, 4096)]
     assert sum(o.failure is not None for o in outcomes) > 5 and sum(o.invalid is not None for o in outcomes) > 5
     assert sum(len(o.offset_entries) for o in outcomes) > 5_000
+
+
+def _mixed_segment(rng: random.Random, base: int) -> bytes:
+    """V2 batches, lz4 ones, then V0/V1 messages, then V2 again: every way a run of calls ends."""
+    from tests.test_bulk_lz4 import lz4_segment
+
+    return b"".join((generated_segment(rng, base), lz4_segment(rng, base + 1000), _legacy_segment(rng, base + 2000),
+                     generated_segment(rng, base + 3000)))
+
+
+def test_runs_yield_what_calls_one_after_the_other_read(tmp_path):
+    """`Reader.runs` scans the next range on its own thread while the caller holds the columns of
+    this one: they must still be what a plain `read` gives when the caller looks at them."""
+    rng = random.Random(23)
+    calls = 0
+    for number in range(12):
+        path = tmp_path / f"{number:020d}.log"
+        path.write_bytes(_mixed_segment(rng, 0))
+        with SegmentFile(path) as log:
+            position = 0
+            while position < log.end:
+                one, ahead = bulk_scan.Reader(log, 2048), bulk_scan.Reader(log, 2048)
+                expected, at = [], position
+                while True:
+                    n, after, stopped = one.read(at, True)
+                    expected.append((one.columns[:, :n].copy(), after, stopped))
+                    if stopped or after + MAGIC_OFFSET >= log.end or log.buffer[after + MAGIC_OFFSET] < 2:
+                        break
+                    at = after
+                got = []
+                for columns, n, after, stopped in ahead.runs(position, True):
+                    time.sleep(0.001)  # the next range is being scanned meanwhile
+                    got.append((columns[:, :n].copy(), after, stopped))
+                assert len(got) == len(expected)
+                for (columns, after, stopped), (want, want_after, want_stopped) in zip(got, expected):
+                    assert (columns == want).all() and (after, stopped) == (want_after, want_stopped)
+                calls += len(got)
+                position = max(after + 1, position + 1) if stopped or after >= log.end else after
+                position = _next_v2(log, position)
+    assert calls > 200
+
+
+def _next_v2(log, position: int) -> int:
+    """The next position from which a V2 scan reads something, or the end."""
+    while position < log.end and not KERNEL.scan(KERNEL.view(log.buffer), position, log.end, log.end, False,
+                                                  KERNEL.columns(1))[0]:
+        position += 1
+    return position
+
+
+def test_verify_and_recovery_in_small_steps_and_many_threads_equal_batch_by_batch(monkeypatch, tmp_path):
+    """Many calls per segment, each scanned ahead while the one before is accepted, and lz4 frames
+    and other payloads shared among three threads: still the per-batch path's findings and indexes."""
+    monkeypatch.setattr(bulk_scan.Reader, "STEP", 4096)
+    monkeypatch.setattr(codecs, "_cpus", lambda: 3)
+    monkeypatch.setattr(codecs, "PARALLEL_BYTES", 0)
+    paths = generated_partitions(tmp_path, random.Random(29), 12, _mixed_segment, 10_000)
+    codes = {f["code"] for deep in (True, False) for f in verify_both_ways(monkeypatch, paths, deep)}
+    assert {"record-corrupt", "crc-mismatch", "offset-not-increasing", "inner-crc-mismatch"} <= codes, codes
+    outcomes = [recover_both_ways(monkeypatch, log, 4096) for log in sorted(tmp_path.glob("*/*.log"))]
+    assert sum(len(o.offset_entries) for o in outcomes) > 100
 
 
 def test_prefetch_maps_the_next_range_on_this_linux(tmp_path):

@@ -422,6 +422,45 @@ def test_decompress_ranges_shares_the_work_with_other_threads(monkeypatch):
     assert threading.get_ident() in threads and len(threads) > 1
 
 
+@pytest.mark.parametrize("threads", [1, 2, 3, 8])
+def test_in_pieces_does_every_piece_once_and_keeps_their_order(threads):
+    done = []
+    results = codecs.in_pieces(lambda piece, slot: done.append((piece, slot)) or piece * piece, 10, threads)
+    assert results == [piece * piece for piece in range(10)]
+    assert sorted(piece for piece, _ in done) == list(range(10))
+    assert {slot for _, slot in done} <= set(range(threads))  # a buffer per slot is enough
+    assert codecs.in_pieces(lambda piece, slot: piece, 0, threads) == []
+
+
+@pytest.mark.parametrize("failing", [0, 5])
+def test_in_pieces_raises_a_pieces_error_once_no_thread_works_any_more(failing):
+    """Whether the caller's thread or a helper meets the error, no piece runs after the call ends
+    (a piece may write into buffers the caller reuses next)."""
+    running, lock = [0], threading.Lock()
+
+    def work(piece: int, slot: int) -> int:
+        with lock:
+            running[0] += 1
+        try:
+            time.sleep(0.002)  # (the GIL released: the helpers take pieces too)
+            if piece == failing:
+                raise ValueError(f"piece {piece}")
+            return piece
+        finally:
+            with lock:
+                running[0] -= 1
+
+    with pytest.raises(ValueError, match=f"piece {failing}"):
+        codecs.in_pieces(work, 20, 3)
+    assert running[0] == 0
+
+
+def test_in_pieces_shares_the_work_with_other_threads():
+    threads = set()
+    codecs.in_pieces(lambda piece, slot: time.sleep(0.005) or threads.add(threading.get_ident()), 12, 2)
+    assert threading.get_ident() in threads and len(threads) == 2
+
+
 # ---------------------------------------------------------------------------------------------
 # Java's UTF-8 decoding (JDK 17 String.decodeUTF8_UTF16 with replacement)
 # ---------------------------------------------------------------------------------------------

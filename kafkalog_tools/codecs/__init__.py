@@ -12,7 +12,7 @@ import importlib
 import os
 import threading
 from types import ModuleType
-from typing import Iterator
+from typing import Callable, Iterator, TypeVar
 
 from ..errors import DecompressionError
 
@@ -24,6 +24,7 @@ DEFAULT_LIMIT = 128 * 1024 * 1024
 *compressed* data (1 MiB by default), so real batches are far smaller than this."""
 
 _modules: dict[int, ModuleType] = {}
+T = TypeVar("T")
 
 
 def name_of(codec_id: int) -> str:
@@ -68,9 +69,7 @@ def decompress_ranges(buffer, ranges: list[tuple[int, int, int]], *, magic: int 
     caller's is one): each takes the next range in order until the payloads hold the budget, and
     finishes what it took. What is taken is therefore a prefix of `ranges`, as on one thread, and
     memory stays within the budget plus one payload per thread."""
-    threads = min(_cpus(), THREADS_MAX, len(ranges))
-    if threads < 2 or sum(end - start for _, start, end in ranges) < PARALLEL_BYTES:
-        threads = 1
+    threads = min(threads_for(sum(end - start for _, start, end in ranges)), len(ranges))
     results: list = [None] * len(ranges)
     state = [0, 0]  # ranges taken, bytes held
     lock = threading.Lock()
@@ -124,6 +123,35 @@ def laid_end_to_end(results: list[bytes | DecompressionError], before: bytes = b
     return b"".join(parts), spans
 
 
+def threads_for(compressed_bytes: int) -> int:
+    """How many threads to share the inflating of this many compressed bytes (1: the caller's alone)."""
+    return min(_cpus(), THREADS_MAX) if compressed_bytes >= PARALLEL_BYTES else 1
+
+
+def in_pieces(work: Callable[[int, int], T], pieces: int, threads: int) -> list[T]:
+    """[work(0, slot), ..., work(pieces - 1, slot)]: `threads` threads (the caller's is slot 0,
+    the others from the pool) each take the next piece until none is left, so one slowed down
+    (by a thread of the caller's own, say) takes fewer. For work that runs without the GIL, as the
+    codecs and the bulk kernels do; `slot` names the thread, for buffers of its own."""
+    import concurrent.futures
+
+    results: list = [None] * pieces
+    taken = iter(range(pieces))  # next() on a range iterator is atomic under the GIL
+
+    def take(slot: int) -> None:
+        for piece in taken:
+            results[piece] = work(piece, slot)
+
+    helpers = [_pool().submit(take, slot) for slot in range(1, min(threads, pieces))]
+    try:
+        take(0)
+    finally:
+        concurrent.futures.wait(helpers)  # none outlives the call, even when the caller's work raises
+    for helper in helpers:
+        helper.result()
+    return results
+
+
 @functools.cache
 def _cpus() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
@@ -133,7 +161,7 @@ def _cpus() -> int:
 def _pool():
     import concurrent.futures
 
-    return concurrent.futures.ThreadPoolExecutor(min(_cpus(), THREADS_MAX) - 1,
+    return concurrent.futures.ThreadPoolExecutor(max(1, min(_cpus(), THREADS_MAX) - 1),
                                                  thread_name_prefix="kafkalog-inflate")
 
 

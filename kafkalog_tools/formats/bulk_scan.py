@@ -23,6 +23,7 @@ import functools
 import mmap
 import os
 import warnings
+from typing import Iterator
 
 from ..schema import struct_fields
 from . import legacy
@@ -52,6 +53,7 @@ def _field_offsets() -> dict[str, int]:
 
 
 FIELD_AT = _field_offsets()
+_MAGIC = FIELD_AT["magic"]
 
 
 def mode() -> str:
@@ -118,30 +120,75 @@ class Reader:
     share. The caller takes the batches of each call, then lets the per-batch path take over where
     the kernel stopped; `then_one_by_one` says for how many entries before it tries again."""
 
-    def __init__(self, segment, step: int = 8 << 20):
+    STEP = 8 << 20
+    """Bytes per call, unless the caller says: the pages behind are then released, as
+    `SegmentFile.entries` does."""
+
+    def __init__(self, segment, step: int | None = None):
         self.segment = segment
-        self.step = step
-        """Bytes per call: the pages behind are then released, as `SegmentFile.entries` does."""
+        self.step = step or self.STEP
         self.kernel = kernel()
         self.view = self.kernel.view(segment.buffer)
         self.columns = self.kernel.columns()
         self.prefetch = self.kernel.prefetch(segment.buffer)
         self.then_one_by_one = 1
         """Doubles while the kernel reads nothing at all (a legacy segment), back to 1 once it does."""
+        self.ahead = None
+        """The call `runs` made on the scan thread, while its caller works on the one before."""
+        self.other_columns = None
+        """`runs`' second buffer, made on first use."""
 
     def read(self, position: int, deep: bool, legacy_floor: int | None = None) -> tuple[int, int, bool]:
         """One call from `position`: (batches now in `columns`, where the next entry starts, whether
         the kernel stopped before an entry it cannot vouch for rather than at the range's end).
         With a `legacy_floor`, V0 or V1 messages instead, wrappers not opened (`scan_legacy`)."""
+        self.settle()
+        return self._read(position, deep, legacy_floor, self.columns)
+
+    def _read(self, position: int, deep: bool, legacy_floor: int | None, columns) -> tuple[int, int, bool]:
         end = self.segment.end
         limit = min(end, position + self.step)
         if self.prefetch is not None:
             self.prefetch.ahead(limit, min(end, limit + self.step))
         if legacy_floor is None:
-            n, after = self.kernel.scan(self.view, position, limit, end, deep, self.columns)
+            n, after = self.kernel.scan(self.view, position, limit, end, deep, columns)
         else:
-            n, after = self.kernel.scan_legacy(self.view, position, limit, end, legacy_floor, self.columns)
-        return n, after, after < limit and n < self.columns.shape[1]
+            n, after = self.kernel.scan_legacy(self.view, position, limit, end, legacy_floor, columns)
+        return n, after, after < limit and n < columns.shape[1]
+
+    def runs(self, position: int, deep: bool) -> Iterator[tuple[object, int, int, bool]]:
+        """`read` of V2 batches from `position` call after call, each yielded as (the columns it
+        filled, batches, where the next entry starts, whether it stopped), until a call stops, the
+        segment ends or the next entry is not magic 2. The next call runs on a thread of its own
+        while the caller works on the columns yielded (the kernel runs without the GIL): on small
+        batches the caller's Python costs about as much as the scan. Two buffers take turns, so
+        yielded columns hold until the caller asks for the next."""
+        self.settle()
+        if self.other_columns is None:
+            self.other_columns = self.kernel.columns(self.columns.shape[1])
+        buffers = (self.columns, self.other_columns)
+        end, buffer = self.segment.end, self.segment.buffer
+        turn = 0
+        self.ahead = _scan_thread().submit(self._read, position, deep, None, buffers[turn])
+        try:
+            while self.ahead is not None:
+                n, after, stopped = self.ahead.result()
+                columns = buffers[turn]
+                self.ahead = None
+                if not stopped and after + _MAGIC < end and buffer[after + _MAGIC] >= 2:
+                    turn ^= 1
+                    self.ahead = _scan_thread().submit(self._read, after, deep, None, buffers[turn])
+                yield columns, n, after, stopped
+        finally:
+            self.settle()
+
+    def settle(self) -> None:
+        """Wait for the call `runs` made ahead, if any: nothing else may touch the buffers meanwhile."""
+        if self.ahead is not None:
+            import concurrent.futures
+
+            concurrent.futures.wait([self.ahead])
+            self.ahead = None
 
     def release_before(self, position: int) -> None:
         """As `SegmentFile.release_before`, on the prefetch thread where there is one."""
@@ -155,6 +202,13 @@ class Reader:
     def read_anything(self, any_read: bool) -> None:
         """After a pass over the kernel: whether it read any batch."""
         self.then_one_by_one = 1 if any_read else min(self.then_one_by_one * 2, 4096)
+
+
+@functools.cache
+def _scan_thread():
+    import concurrent.futures
+
+    return concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="kafkalog-scan")
 
 
 def big_endian(view, at, width: int, signed: bool = False):
