@@ -9,7 +9,12 @@ sequences, non-canonical varints, every codec), in both --bytes modes, with and 
 """
 from __future__ import annotations
 
+import io
+import json
+import os
 import random
+import subprocess
+import sys
 import zlib
 from pathlib import Path
 
@@ -21,7 +26,7 @@ from kafkalog_tools import dump as d
 from kafkalog_tools.cli import cli
 from kafkalog_tools.errors import CorruptDataError, DecompressionError
 from kafkalog_tools.formats import bulk_scan, legacy
-from kafkalog_tools.output import jsonl
+from kafkalog_tools.output import LineWriter, jsonl
 from kafkalog_tools.formats.record_batch import (ATTR_DELETE_HORIZON, ATTR_LOG_APPEND_TIME, build_batch, build_record,
                                                  decode_records, parse_batch)
 from kafkalog_tools.formats.segment import SegmentFile
@@ -171,6 +176,54 @@ def test_json_dump_in_bulk_over_many_kernel_calls(monkeypatch, tmp_path):
     (partition / f"{0:020d}.log").write_bytes(b"".join(batches))
     out = dump_both_ways(monkeypatch, [str(partition)], "-d")
     assert out.count(b'"type":"record"') == offset
+
+
+@pytest.mark.parametrize("unbuffered", ["", "1"], ids=["buffered", "unbuffered"])
+def test_runs_written_as_bytes_to_a_real_stdout_keep_order_and_name_escapes(tmp_path, unbuffered):
+    """In a subprocess, so stdout is a real pipe (a raw file when unbuffered): a partition whose
+    name is not UTF-8, with an index file, gives the same bytes both ways (runs rendered to bytes,
+    or batch by batch to text and encoded), and the name's \\udcXX escapes give it back."""
+    name = os.fsdecode(b"bad\xff-0")
+    partition = Path(os.fsdecode(tmp_path)) / name
+    partition.mkdir()
+    batches = [build_batch(offset, [build_record(0, 0, b"k", b"v" * 300)]) for offset in range(200)]
+    (partition / f"{0:020d}.log").write_bytes(b"".join(batches))
+    (partition / f"{0:020d}.index").write_bytes(b"\x00" * 16)
+    outputs = []
+    for mode in ("never", "always"):
+        environment = dict(os.environ, PYTHONPATH=str(ROOT), PYTHONUNBUFFERED=unbuffered)
+        environment[bulk_scan.MODE_VARIABLE] = mode
+        proc = subprocess.run([sys.executable, "-m", "kafkalog_tools", "dump", "--format", "json", "-d", name],
+                              cwd=tmp_path, env=environment, capture_output=True, timeout=120)
+        assert proc.returncode == 0, proc.stderr
+        outputs.append(proc.stdout)
+    assert outputs[0] == outputs[1]
+    objects = [json.loads(line) for line in outputs[1].decode("utf-8").splitlines()]  # strict: UTF-8 out
+    assert [o["type"] for o in objects].count("record") == 200
+    assert {os.fsencode(o["file"]).split(b"/")[0] for o in objects} == {b"bad\xff-0"}
+
+
+def test_line_writer_puts_bytes_after_the_text_before_them(tmp_path):
+    """Text lines, then lines as bytes beneath the text layer, then text: in that order, on a
+    buffered stream, on an unbuffered one (a raw file beneath, as python -u has) and on one without
+    bytes beneath."""
+    def write(writer: LineWriter) -> None:
+        writer.write_lines(["a", "\u00e9"])
+        writer.write_block("\u00fc\n".encode())
+        writer.write_block(b"")
+        writer.write_lines(["z"])
+        writer.stream.flush()
+
+    expected = "a\n\u00e9\n\u00fc\nz\n"
+    buffered = io.TextIOWrapper(io.BytesIO(), encoding="utf-8")
+    write(LineWriter(buffered))
+    assert buffered.buffer.getvalue().decode() == expected
+    with io.TextIOWrapper(io.FileIO(tmp_path / "raw", "w"), encoding="utf-8", write_through=True) as raw:
+        write(LineWriter(raw))
+    assert (tmp_path / "raw").read_text(encoding="utf-8") == expected
+    text_only = io.StringIO()
+    write(LineWriter(text_only))
+    assert text_only.getvalue() == expected
 
 
 def test_runs_stay_renderable_after_the_walk_moves_on(monkeypatch, tmp_path):

@@ -117,7 +117,8 @@ def command(paths, output_format, deep_iteration, print_data_log, skip_record_me
         from ..output.table import TableRenderer
 
         table = TableRenderer()
-    json_output, write_lines, batch_item = output_format == "json", writer.write_lines, d.BatchItem
+    json_output, write_lines, write_block, batch_item = (output_format == "json", writer.write_lines,
+                                                         writer.write_block, d.BatchItem)
     for item in d.dump(list(paths), options):
         if type(item) is batch_item:  # nearly every item: _is_problem's answer for a batch, inline
             problem = not item.batch.crc_valid
@@ -126,7 +127,7 @@ def command(paths, output_format, deep_iteration, print_data_log, skip_record_me
             unreadable += isinstance(item, d.Problem) and isinstance(item.error, InputError)
         problems += problem
         if json_output:
-            write_lines(jsonl.lines(item, bytes_mode))
+            write_block(jsonl.block(item, bytes_mode))
         elif isinstance(item, d.Problem):
             if table:
                 table.flush()

@@ -39,16 +39,36 @@ def escape_undecodable(stream: IO) -> None:
 
 
 class LineWriter:
-    """Writes lines to a text stream as UTF-8, replacing what UTF-8 cannot carry."""
+    """Writes lines to a text stream as UTF-8, replacing what UTF-8 cannot carry; or lines already
+    encoded to the bytes beneath it."""
 
     def __init__(self, stream: IO | None = None):
         self.stream = stream or sys.stdout
         escape_undecodable(self.stream)
+        self.binary = getattr(self.stream, "buffer", None)
+        self.text_written = False
+        """Since the text layer was last flushed: it must be before bytes go beneath it."""
 
     def write_lines(self, lines: Iterable[str]) -> None:
         lines = lines if isinstance(lines, list) else list(lines)
         if lines:  # one write per call: each write is a system call on an unbuffered stdout (python -u)
             self.stream.write("\n".join(chain(lines, ("",))))  # ending in "\n" without a copy of it all
+            self.text_written = True
+
+    def write_block(self, data: bytes) -> None:
+        """Lines as UTF-8, each ending in a newline (`jsonl.block`), without decoding and encoding them
+        again in the text layer."""
+        if not data:
+            return
+        if self.binary is None:
+            self.write_lines([data[:-1].decode()])
+            return
+        if self.text_written:
+            self.stream.flush()
+            self.text_written = False
+        view = memoryview(data)
+        while view:  # an unbuffered stdout (python -u) is a raw file, whose writes may be partial
+            view = view[self.binary.write(view):]
 
     def write_json(self, objects: Iterable[dict]) -> None:
         self.write_lines(json_line(obj) for obj in objects)

@@ -9,7 +9,8 @@ value. Header keys are Strings in Kafka, so they are always text.
 batches and their records take a fast path: orjson for every string (its escaping equals
 json.dumps(ensure_ascii=False) for every code point, and is ~25x faster on a 1 KiB value), and batch
 and record lines filled into per-file %-templates without an intermediate dict (ints print as
-json.dumps prints them, at any size).
+json.dumps prints them, at any size). `block` gives the same lines as UTF-8, which `dump` writes
+beneath the text layer; a run of batches read in bulk goes straight to UTF-8 (`run_block`).
 """
 from __future__ import annotations
 
@@ -188,16 +189,21 @@ def json_text(text: str) -> str:
 
 
 def _json_bytes(data: bytes | None, base64_only: bool) -> tuple[str, str]:
-    """encode_bytes, as JSON text: (value, encoding). Text decoded from UTF-8 holds no surrogates,
-    so orjson takes all of it."""
+    """encode_bytes, as JSON text: (value, encoding)."""
+    text, encoding = _json_utf8(data, base64_only)
+    return text.decode(), encoding.decode()
+
+
+def _json_utf8(data: bytes | None, base64_only: bool) -> tuple[bytes, bytes]:
+    """`_json_bytes` as UTF-8. Text decoded from UTF-8 holds no surrogates, so orjson takes all of it."""
     if data is None:
-        return "null", "null"
+        return b"null", b"null"
     if not base64_only:
         try:
-            return orjson.dumps(data.decode("utf-8")).decode(), '"utf8"'
+            return orjson.dumps(data.decode("utf-8")), b'"utf8"'
         except UnicodeDecodeError:
             pass
-    return '"' + binascii.b2a_base64(data, newline=False).decode("ascii") + '"', '"base64"'
+    return b'"' + binascii.b2a_base64(data, newline=False) + b'"', b'"base64"'
 
 
 _BATCH_FIELDS = ('"position":%d,"size":%d,"base_offset":%s,"last_offset":%d,"count":%s,"magic":%d,"crc":%d,'
@@ -219,6 +225,13 @@ def _templates(path: str) -> tuple[str, str, str]:
     file = json_text(path).replace("%", "%%")  # a file name may hold a '%'
     record = '{"type":"record","file":' + file + "," + _RECORD_FIELDS
     return '{"type":"batch","file":' + file + "," + _BATCH_FIELDS, record, record[:-1] + _LEGACY
+
+
+@functools.lru_cache(maxsize=16)
+def _utf8_templates(path: str) -> tuple[bytes, bytes, bytes]:
+    """`_templates` as UTF-8, for `run_block`. A name that is not UTF-8 (surrogate escapes) gets the
+    \\udcXX escapes that `LineWriter`'s stream writes for it."""
+    return tuple(template.encode("utf-8", "backslashreplace") for template in _templates(path))
 
 
 _COMPRESSION_JSON = {codec_id: json_text(name_of(codec_id)) for codec_id in range(8)}  # every 3-bit codec field
@@ -279,21 +292,27 @@ def batch_lines(batch: Batch, records: list[Record] | None, bytes_mode: str) -> 
 
 
 _ATTRIBUTE_JSON = tuple(
-    (_COMPRESSION_JSON[attributes & ATTR_CODEC],
-     _TIMESTAMP_TYPE_JSON[TIMESTAMP_TYPES[1 if attributes & ATTR_LOG_APPEND_TIME else 0]],
-     _JSON_BOOL[bool(attributes & ATTR_TRANSACTIONAL)], _JSON_BOOL[bool(attributes & ATTR_CONTROL)])
+    tuple(text.encode() for text in (
+        _COMPRESSION_JSON[attributes & ATTR_CODEC],
+        _TIMESTAMP_TYPE_JSON[TIMESTAMP_TYPES[1 if attributes & ATTR_LOG_APPEND_TIME else 0]],
+        _JSON_BOOL[bool(attributes & ATTR_TRANSACTIONAL)], _JSON_BOOL[bool(attributes & ATTR_CONTROL)]))
     for attributes in range(256))
-"""A batch line's compression, timestamp_type, is_transactional and is_control, by attributes byte."""
+"""A batch line's compression, timestamp_type, is_transactional and is_control, by attributes byte
+(UTF-8)."""
+_NO_TIMESTAMP_TYPE_UTF8 = _NO_TIMESTAMP_TYPE_JSON.encode()
+_HEADER_UTF8 = _HEADER.encode()
 
 
-def run_lines(run: d.BatchRun, bytes_mode: str) -> list[str]:
+def run_block(run: d.BatchRun, bytes_mode: str) -> bytes:
     """`batch_lines` for each batch of a run and its records (with deep iteration), from the same
-    templates; keys, values and headers are sliced out of the run's bytes here."""
-    batch_template, template, legacy_template = _templates(run.path)
+    templates, as UTF-8 with a newline after each line: keys, values and headers are sliced out of
+    the run's bytes and orjson's UTF-8 goes into the line as it is (no str in between: ~1.3x
+    faster on 1 KiB values)."""
+    batch_template, template, legacy_template = _utf8_templates(run.path)
     lines = []
     append = lines.append
     base64_only = bytes_mode == "base64"
-    dumps, json_bytes, attribute_json = orjson.dumps, _json_bytes, _ATTRIBUTE_JSON
+    dumps, json_utf8, attribute_json = orjson.dumps, _json_utf8, _ATTRIBUTE_JSON
     records = None if run.records is None else zip(*run.records.tolist())
     legacy = None if run.legacy is None else zip(*run.legacy.tolist())
     segment, payloads, headers = run.segment, run.payloads, run.headers
@@ -302,46 +321,47 @@ def run_lines(run: d.BatchRun, bytes_mode: str) -> list[str]:
          magic) in zip(*run.batches.tolist()):
         compression, timestamp_type, transactional, control = attribute_json[attributes]
         append(batch_template % (
-            position, size, base_offset, last_offset, count if magic == 2 else "null", magic, crc, "true",
-            compression, _NO_TIMESTAMP_TYPE_JSON if magic == 0 else timestamp_type, max_timestamp, producer_id,
-            producer_epoch, base_sequence, last_sequence, transactional, control, leader_epoch,
-            base_timestamp if attributes & ATTR_DELETE_HORIZON else "null"))
+            position, size, b"%d" % base_offset, last_offset, b"%d" % count if magic == 2 else b"null", magic, crc,
+            b"true", compression, _NO_TIMESTAMP_TYPE_UTF8 if magic == 0 else timestamp_type, max_timestamp,
+            producer_id, producer_epoch, base_sequence, last_sequence, transactional, control, leader_epoch,
+            b"%d" % base_timestamp if attributes & ATTR_DELETE_HORIZON else b"null"))
         if records is None or not count:
             continue
         data = payloads if in_payloads else segment
         for (offset, timestamp, sequence, record_size, key_start, key_length, value_start, value_length,
              first_header, header_count) in islice(records, count):
             if value_length < 0 or base64_only:
-                value_text, value_encoding = json_bytes(
+                value_text, value_encoding = json_utf8(
                     None if value_length < 0 else data[value_start:value_start + value_length], base64_only)
-            else:  # inlined json_bytes, as in batch_lines
+            else:  # inlined json_utf8: the common case
                 value = data[value_start:value_start + value_length]
                 try:
-                    value_text, value_encoding = dumps(value.decode("utf-8")).decode(), '"utf8"'
+                    value_text, value_encoding = dumps(value.decode("utf-8")), b'"utf8"'
                 except UnicodeDecodeError:
-                    value_text, value_encoding = json_bytes(value, True)
+                    value_text, value_encoding = json_utf8(value, True)
             if key_length < 0 or base64_only:
-                key_text, key_encoding = json_bytes(
+                key_text, key_encoding = json_utf8(
                     None if key_length < 0 else data[key_start:key_start + key_length], base64_only)
             else:
                 key = data[key_start:key_start + key_length]
                 try:
-                    key_text, key_encoding = dumps(key.decode("utf-8")).decode(), '"utf8"'
+                    key_text, key_encoding = dumps(key.decode("utf-8")), b'"utf8"'
                 except UnicodeDecodeError:
-                    key_text, key_encoding = json_bytes(key, True)
-            header_text = ",".join(
-                _HEADER % (dumps(data[k:k + k_length].decode("utf-8", "replace")).decode(),
-                           *json_bytes(None if v_length < 0 else data[v:v + v_length], base64_only))
+                    key_text, key_encoding = json_utf8(key, True)
+            header_text = b",".join(
+                _HEADER_UTF8 % (dumps(data[k:k + k_length].decode("utf-8", "replace")),
+                                *json_utf8(None if v_length < 0 else data[v:v + v_length], base64_only))
                 for k, k_length, v, v_length in zip(*headers[:, first_header:first_header + header_count].tolist())
-            ) if header_count else ""
+            ) if header_count else b""
             fields = (position, offset, timestamp, sequence, record_size, key_length, value_length, key_text,
                       key_encoding, value_text, value_encoding, header_text)
             if legacy is None:
                 append(template % fields)
             else:  # the kernel kept only messages whose CRC matches
                 legacy_crc, legacy_attributes = next(legacy)
-                append(legacy_template % (*fields, magic, legacy_crc, "true", legacy_attributes))
-    return lines
+                append(legacy_template % (*fields, magic, legacy_crc, b"true", legacy_attributes))
+    append(b"")
+    return b"\n".join(lines)
 
 
 def lines(item, bytes_mode: str = "auto") -> list[str]:
@@ -349,5 +369,12 @@ def lines(item, bytes_mode: str = "auto") -> list[str]:
     if type(item) is d.BatchItem and item.decoded is None:
         return batch_lines(item.batch, item.records, bytes_mode)
     if type(item) is d.BatchRun:
-        return run_lines(item, bytes_mode)
+        return run_block(item, bytes_mode).decode().split("\n")[:-1]  # (JSON escapes every newline in a value)
     return [json_line(obj) for obj in objects(item, bytes_mode)]
+
+
+def block(item, bytes_mode: str = "auto") -> bytes:
+    """`lines(item)` as `LineWriter` writes them: UTF-8, a newline after each."""
+    if type(item) is d.BatchRun:
+        return run_block(item, bytes_mode)
+    return "".join(line + "\n" for line in lines(item, bytes_mode)).encode("utf-8", "backslashreplace")
