@@ -40,8 +40,6 @@ def check_spark_usage(use_spark: bool, master, spark_conf, output, paths=(), str
                       output_needed: bool = False) -> dict[str, str]:
     """Usage errors (exit 2) for Spark options given without --spark or with bad values, for Hadoop
     URIs without --spark and for --strict with it; the --spark-conf pairs as a dict."""
-    from .session import parse_conf
-
     if not use_spark:
         for path in paths:
             if is_uri(path) and not os.path.exists(path):
@@ -58,6 +56,8 @@ def check_spark_usage(use_spark: bool, master, spark_conf, output, paths=(), str
         raise click.UsageError("--spark writes Parquet: give --output DIR")
     if output and os.path.exists(output) and (not os.path.isdir(output) or os.listdir(output)):
         raise click.UsageError(f"--output {output} exists and is not an empty directory: nothing is overwritten")
+    from .session import parse_conf  # (tempfile, zipfile: not for a run without --spark)
+
     try:
         return parse_conf(spark_conf)
     except ValueError as exc:
