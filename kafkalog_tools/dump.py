@@ -22,9 +22,9 @@ from .errors import CorruptDataError, InputError, KafkaLogError
 from .formats import (bulk_scan, checkpoint, legacy, logdir, offset_index, producer_snapshot, properties, time_index,
                       txn_index)
 from .formats.batch import Batch, Record
-from .formats.bulk_scan import (ATTRIBUTES, BASE_OFFSET, BASE_SEQUENCE, BASE_TIMESTAMP, FIELD_AT, LAST_OFFSET_DELTA,
-                                LEADER_EPOCH, MAX_TIMESTAMP, POSITION, PRODUCER_EPOCH, PRODUCER_ID, R_OFFSET,
-                                RECORDS_COUNT, SIZE)
+from .formats.bulk_scan import (ATTRIBUTES, B_COUNT, B_POSITION, BASE_OFFSET, BASE_SEQUENCE, BASE_TIMESTAMP, FIELD_AT,
+                                LAST_OFFSET_DELTA, LEADER_EPOCH, MAX_TIMESTAMP, POSITION, PRODUCER_EPOCH, PRODUCER_ID,
+                                R_OFFSET, RECORDS_COUNT, SIZE)
 from .formats.record_batch import ATTR_CODEC, ATTR_CONTROL, HEADER_SIZE
 from .formats.segment import MAGIC_OFFSET, BadEntry, SegmentFile, Stop, all_zero, offset_from_name
 from .payloads import DecodedPayload, PayloadDecoder, PayloadError, decoder_for_topic, decoders
@@ -132,14 +132,6 @@ class BatchItem:
     """Parallel to `records` when a payload decoder applies."""
 
 
-RUN_BATCH_FIELDS = ("position", "size", "base_offset", "last_offset", "count", "crc", "attributes", "max_timestamp",
-                    "producer_id", "producer_epoch", "base_sequence", "last_sequence", "partition_leader_epoch",
-                    "base_timestamp", "in_payloads", "magic")
-_RUN_POSITION, _RUN_COUNT = RUN_BATCH_FIELDS.index("position"), RUN_BATCH_FIELDS.index("count")
-"""The rows of `BatchRun.batches`: the fields of each batch's `Batch` (a V2 batch, or a V0/V1 message,
-with a valid CRC; `attributes` is the low byte, as `Batch.attributes`, for a legacy message only its
-codec and timestamp type bits), and whether its records lie in `payloads`. A legacy message's
-`count` is its records' (the line says null, as `Batch.count`)."""
 
 
 @dataclass
@@ -151,7 +143,7 @@ class BatchRun:
 
     path: str
     batches: object
-    """int64 numpy array [len(RUN_BATCH_FIELDS), batches]."""
+    """int64 numpy array [len(bulk_scan.RUN_BATCH_FIELDS), batches]."""
     records: object | None
     """int64 numpy array [len(bulk_scan.RECORD_COLUMNS), records], `count` rows a batch in order; None
     without deep iteration."""
@@ -506,7 +498,7 @@ class _BulkDump:
         self.records = self.headers = self.legacy_records = None
         self.first_record = np.empty(self.columns.shape[1], dtype=np.int64)
         self.batches = None
-        """[len(RUN_BATCH_FIELDS), n] for the batches the last kernel call read."""
+        """[len(bulk_scan.RUN_BATCH_FIELDS), n] for the batches the last kernel call read."""
         self.row = self.n = 0
         self.after = 0
         self.stopped = False
@@ -526,8 +518,8 @@ class _BulkDump:
         segment, np = self.segment, self.np
         while True:
             segment.release_before(position)  # what lies before was printed: the consumer asked for more
-            row = self.row + int(np.searchsorted(self.batches[_RUN_POSITION, self.row:self.n], position)) if self.n else 0
-            if row >= self.n or self.batches[_RUN_POSITION, row] != position:
+            row = self.row + int(np.searchsorted(self.batches[B_POSITION, self.row:self.n], position)) if self.n else 0
+            if row >= self.n or self.batches[B_POSITION, row] != position:
                 if position >= segment.end:
                     break
                 self._read(position)
@@ -545,7 +537,7 @@ class _BulkDump:
                 yield self._run(row, stop)
             if stop < self.n:
                 self.row = stop + 1  # the per-batch loop prints that one
-                position = int(self.batches[_RUN_POSITION, stop])
+                position = int(self.batches[B_POSITION, stop])
                 break
             self.row = self.n
             position = self.after
@@ -559,7 +551,7 @@ class _BulkDump:
             return BatchRun(self.segment.path, self.batches[:, row:stop], None, None, self.segment.buffer,
                             self.payloads, self.view)
         first = int(self.first_record[row])
-        last = int(self.first_record[stop - 1] + self.batches[_RUN_COUNT, stop - 1])
+        last = int(self.first_record[stop - 1] + self.batches[B_COUNT, stop - 1])
         return BatchRun(self.segment.path, self.batches[:, row:stop], self.records[:, first:last], self.headers,
                         self.segment.buffer, self.payloads, self.view,
                         None if self.legacy_records is None else self.legacy_records[:, first:last])

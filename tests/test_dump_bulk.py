@@ -226,6 +226,60 @@ def test_line_writer_puts_bytes_after_the_text_before_them(tmp_path):
     assert text_only.getvalue() == expected
 
 
+def _hard_texts(rng: random.Random) -> list[bytes]:
+    """What JSON strings and UTF-8 make hard: every byte alone, every lead byte with the edges of its
+    continuation range, characters of each length, plain runs of each length up to 17 (the kernel
+    copies 8 plain bytes at a time) with an escape or a non-ASCII byte at each place after them."""
+    edges = [0x00, 0x7F, 0x80, 0x8F, 0x90, 0x9F, 0xA0, 0xBF, 0xC0, 0xFF]
+    texts = [bytes([byte]) for byte in range(256)]
+    texts += [bytes([lead, second]) + tail for lead in range(0xC0, 0x100) for second in edges
+              for tail in (b"", b"\x80", b"\x80\x80", b"\xbf\xbf")]
+    texts += [c.encode() for c in ("\u00e9", "\u20ac", "\U0001D11E", "\u2028", "\ud7ff", "\ue000", "\U0010FFFF")]
+    texts += [b"p" * run + odd + b"q" * after for run in range(18) for odd in (b'"', b"\\", b"\x01", b"\xc3\xa9", b"\xff")
+              for after in (0, 1, 8)]
+    texts += [bytes(rng.randrange(256) for _ in range(rng.randrange(40))) for _ in range(300)]
+    return texts
+
+
+def test_render_kernel_writes_what_python_writes(monkeypatch, tmp_path):
+    """`run_block` (the compiled renderer) against `python_run_block` on runs whose keys, values and
+    header values are `_hard_texts`, in both --bytes modes, with a buffer so small that nearly every
+    call stops early or must grow it; a batch with a header key that is not UTF-8 goes to Python,
+    and only such a batch."""
+    rng = random.Random(43)
+    texts = _hard_texts(rng)
+    partition = tmp_path / "hard-0"
+    partition.mkdir()
+    batches, offset, bad_keys = [], 0, 0
+    for start in range(0, len(texts), 7):
+        chunk = texts[start:start + 7]
+        bad = rng.random() < 0.05
+        bad_keys += bad
+        records = [build_record(i, i, text, chunk[-1 - i], [(b"\xff" if bad else b"k\"", text)] if i % 2 else [])
+                   for i, text in enumerate(chunk)]
+        batches.append(build_batch(offset, records, base_timestamp=1, max_timestamp=len(chunk),
+                                   compression_id=codecs.IDS[rng.choice(["none", "lz4"])]))
+        offset += len(chunk)
+    (partition / f"{0:020d}.log").write_bytes(b"".join(batches))
+    legacy_partition = tmp_path / "legacy-0"
+    legacy_partition.mkdir()
+    (legacy_partition / f"{0:020d}.log").write_bytes(b"".join(
+        legacy.build_entry(i, 1, text, texts[-1 - i], timestamp=i) for i, text in enumerate(texts)))
+    monkeypatch.setenv(bulk_scan.MODE_VARIABLE, "always")
+    runs = [item for item in d.dump([str(partition), str(legacy_partition)], d.DumpOptions(deep=True, batch_runs=True))
+            if type(item) is d.BatchRun]
+    assert sum(run.batches.shape[1] for run in runs) == len(batches) + len(texts) and bad_keys > 3
+    python_run_block, handed_back = jsonl.python_run_block, []
+    monkeypatch.setattr(jsonl, "python_run_block", lambda run, mode: handed_back.append(run) or python_run_block(run, mode))
+    for size in (jsonl._RENDER_BUFFER, 64):
+        monkeypatch.setattr(jsonl, "_RENDER_BUFFER", size)
+        for mode in ("auto", "base64"):
+            handed_back.clear()
+            for run in runs:
+                assert jsonl.run_block(run, mode) == python_run_block(run, mode)
+            assert len(handed_back) == bad_keys and all(run.batches.shape[1] == 1 for run in handed_back)
+
+
 def test_runs_stay_renderable_after_the_walk_moves_on(monkeypatch, tmp_path):
     """Items collected first and rendered afterwards (the segment closed, later kernel calls made)
     give the lines they give when rendered as they come."""
@@ -425,7 +479,7 @@ def kernel_legacy_records(log: SegmentFile) -> dict[int, tuple | None]:
     while position < log.end:
         bulk._read(position)
         assert bulk.n
-        batches = dict(zip(d.RUN_BATCH_FIELDS, bulk.batches.tolist()))
+        batches = dict(zip(bulk_scan.RUN_BATCH_FIELDS, bulk.batches.tolist()))
         for row in range(bulk.n):
             first = int(bulk.first_record[row])
             if first == bulk_scan.NOT_DECODED:

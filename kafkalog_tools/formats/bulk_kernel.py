@@ -27,9 +27,13 @@ from .bulk_scan import (ATTRIBUTES, BASE_OFFSET, BASE_SEQUENCE, BASE_TIMESTAMP, 
                         RECORD_COLUMNS, RECOVERY_STATE, R_FIRST_HEADER, R_HEADER_COUNT, R_KEY_LENGTH, R_KEY_START,
                         R_OFFSET, R_SEQUENCE, R_SIZE, R_TIMESTAMP, R_VALUE_LENGTH, R_VALUE_START, SIZE,
                         SMALLEST_LEGACY_ENTRY, TIME_ENTRIES, VALID_BYTES)
+from .bulk_scan import (B_ATTRIBUTES, B_COUNT, B_IN_PAYLOADS, B_MAGIC, B_POSITION, RENDER_BATCH, RENDER_RECORD,
+                        RENDER_REFUSED, RENDER_STATE, RENDER_WRITTEN, RUN_BATCH_FIELDS, TEXTS, T_BASE64, T_BATCH,
+                        T_CODEC, T_FALSE, T_HEADER, T_LEGACY, T_NULL, T_RECORD, T_TIMESTAMP_TYPE, T_TRUE, T_UTF8)
 from ..codecs import lz4_codec
 from . import legacy
-from .record_batch import ATTR_CODEC, ATTR_CONTROL, ATTR_LOG_APPEND_TIME, HEADER_SIZE
+from .record_batch import (ATTR_CODEC, ATTR_CONTROL, ATTR_DELETE_HORIZON, ATTR_LOG_APPEND_TIME,
+                           ATTR_TRANSACTIONAL, HEADER_SIZE)
 
 _X86 = binding.get_process_triple().startswith("x86_64")
 HARDWARE_CRC = _X86 and bool(binding.get_host_cpu_features().get("sse4.2", False))
@@ -994,6 +998,304 @@ def decode_legacy_each(segment, payloads, columns, row, stop, starts, ends, in_p
     return row, n
 
 
+# dump: JSON Lines written from those columns, as output/jsonl.py writes them with orjson
+
+_SHORT_ESCAPES = np.zeros(256, dtype=np.uint8)
+"""The letter after the backslash where JSON has a short escape (json.dumps and orjson use them all),
+else 0; the other control characters take \\u00XX, lowercase."""
+for _byte, _letter in zip(b'"\\\b\f\n\r\t', b'"\\bfnrt'):
+    _SHORT_ESCAPES[_byte] = _letter
+_HEX_DIGITS = np.frombuffer(b"0123456789abcdef", dtype=np.uint8).copy()
+_BASE64_DIGITS = np.frombuffer(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/",
+                               dtype=np.uint8).copy()
+_INT_WIDTH = 20
+"""Characters of the widest int64, its sign included."""
+_BATCH_LINE, _RECORD_LINE, _LEGACY_LINE, _HEADER_OBJECT = 19, 12, 16, 3
+"""Fields of the batch, record and V0/V1 record templates and of a header's (each has a piece more)."""
+
+
+_ONES, _HIGH_BITS = np.uint64(0x0101010101010101), np.uint64(0x8080808080808080)
+_SPACES, _QUOTES, _BACKSLASHES = (np.uint64(0x0101010101010101 * byte) for byte in (0x20, 0x22, 0x5C))
+
+
+@_jit
+def _plain_word(word):
+    """Whether 8 bytes are ASCII that a JSON string holds as they are: no control character, quote or
+    backslash (a byte below 0x20, or equal to one, borrows into its high bit)."""
+    quotes, backslashes = word ^ _QUOTES, word ^ _BACKSLASHES
+    flags = word | ((word - _SPACES) & ~word) | ((quotes - _ONES) & ~quotes) | ((backslashes - _ONES) & ~backslashes)
+    return flags & _HIGH_BITS == np.uint64(0)
+
+
+@_jit
+def _put_text(out, op, texts, bounds, k):
+    start = bounds[k]
+    length = bounds[k + 1] - start
+    _copy(out, op, texts, start, length)
+    return op + length
+
+
+@_jit
+def _put_int(out, op, value):
+    """Decimal, as Python prints an int."""
+    if value < 0:
+        out[op] = 45  # '-'
+        op += 1
+    magnitude = np.uint64(value) if value >= 0 else np.uint64(0) - np.uint64(value)  # (Long.MIN_VALUE too)
+    digits = 1
+    probe = magnitude
+    while probe >= np.uint64(10):
+        probe //= np.uint64(10)
+        digits += 1
+    at = op + digits
+    while at > op:
+        at -= 1
+        out[at] = np.uint8(np.uint64(48) + magnitude % np.uint64(10))
+        magnitude //= np.uint64(10)
+    return op + digits
+
+
+@_jit
+def _put_string(out, op, data, start, length):
+    """data[start:start + length] as a JSON string, as orjson writes the text it decodes to; -1 where
+    Python's strict UTF-8 decoder refuses it (overlong forms, surrogates, past U+10FFFF, cut short).
+    Writes at most 6 * length + 2 bytes."""
+    out[op] = 34  # '"'
+    op += 1
+    i, end = start, start + length
+    while i < end:
+        if end - i >= 8:
+            word = _word_at(data, i)
+            if _plain_word(word):
+                _put_word(out, op, word)
+                op += 8
+                i += 8
+                continue
+        byte = data[i]
+        if byte < 0x80:
+            letter = _SHORT_ESCAPES[byte]
+            if letter != 0:
+                out[op] = 92  # '\'
+                out[op + 1] = letter
+                op += 2
+            elif byte < 0x20:
+                out[op] = 92
+                out[op + 1] = 117  # 'u'
+                out[op + 2] = 48
+                out[op + 3] = 48
+                out[op + 4] = _HEX_DIGITS[byte >> 4]
+                out[op + 5] = _HEX_DIGITS[byte & 15]
+                op += 6
+            else:
+                out[op] = byte
+                op += 1
+            i += 1
+            continue
+        if byte < 0xC2:
+            return -1
+        if byte < 0xE0:
+            more, low, high = 1, 0x80, 0xBF
+        elif byte < 0xF0:
+            more, low, high = 2, 0xA0 if byte == 0xE0 else 0x80, 0x9F if byte == 0xED else 0xBF
+        elif byte < 0xF5:
+            more, low, high = 3, 0x90 if byte == 0xF0 else 0x80, 0x8F if byte == 0xF4 else 0xBF
+        else:
+            return -1
+        if end - i <= more or not low <= data[i + 1] <= high:
+            return -1
+        for k in range(2, more + 1):
+            if data[i + k] & 0xC0 != 0x80:
+                return -1
+        for k in range(more + 1):
+            out[op + k] = data[i + k]
+        op += more + 1
+        i += more + 1
+    out[op] = 34
+    return op + 1
+
+
+@_jit
+def _put_base64(out, op, data, start, length):
+    """data[start:start + length] in base64 (binascii.b2a_base64 without a newline), quoted."""
+    out[op] = 34
+    op += 1
+    i, end = start, start + length
+    while i < end:
+        word = np.int64(data[i]) << 16
+        if i + 1 < end:
+            word |= np.int64(data[i + 1]) << 8
+        if i + 2 < end:
+            word |= np.int64(data[i + 2])
+        out[op] = _BASE64_DIGITS[word >> 18]
+        out[op + 1] = _BASE64_DIGITS[(word >> 12) & 63]
+        out[op + 2] = _BASE64_DIGITS[(word >> 6) & 63] if i + 1 < end else 61  # '='
+        out[op + 3] = _BASE64_DIGITS[word & 63] if i + 2 < end else 61
+        op += 4
+        i += 3
+    out[op] = 34
+    return op + 1
+
+
+@_jit
+def _put_bytes(out, op, data, start, length, base64_only, texts, bounds):
+    """A key or value as `jsonl._json_utf8` gives it: (where it ends, the text of its encoding)."""
+    if length < 0:
+        return _put_text(out, op, texts, bounds, T_NULL), T_NULL
+    if not base64_only:
+        after = _put_string(out, op, data, start, length)
+        if after >= 0:
+            return after, T_UTF8
+    return _put_base64(out, op, data, start, length), T_BASE64
+
+
+@_jit
+def _put_batch(out, op, batches, b, texts, bounds):
+    """A batch line, as `jsonl.run_block` fills its template."""
+    attributes, magic = batches[B_ATTRIBUTES, b], batches[B_MAGIC, b]
+    for field in range(_BATCH_LINE):
+        op = _put_text(out, op, texts, bounds, T_BATCH + field)
+        if field == 4 and magic != 2:
+            op = _put_text(out, op, texts, bounds, T_NULL)  # count
+        elif field == 7:
+            op = _put_text(out, op, texts, bounds, T_TRUE)  # crc_valid: a run holds valid CRCs only
+        elif field == 8:
+            op = _put_text(out, op, texts, bounds, T_CODEC + (attributes & ATTR_CODEC))
+        elif field == 9:
+            op = _put_text(out, op, texts, bounds, T_TIMESTAMP_TYPE + (
+                2 if magic == 0 else 1 if attributes & ATTR_LOG_APPEND_TIME else 0))
+        elif field == 15:
+            op = _put_text(out, op, texts, bounds, T_TRUE if attributes & ATTR_TRANSACTIONAL else T_FALSE)
+        elif field == 16:
+            op = _put_text(out, op, texts, bounds, T_TRUE if attributes & ATTR_CONTROL else T_FALSE)
+        elif field == 18 and not attributes & ATTR_DELETE_HORIZON:
+            op = _put_text(out, op, texts, bounds, T_NULL)
+        else:
+            op = _put_int(out, op, batches[_BATCH_LINE_FIELDS[field], b])
+    op = _put_text(out, op, texts, bounds, T_BATCH + _BATCH_LINE)
+    out[op] = 10
+    return op + 1
+
+
+_BATCH_LINE_FIELDS = np.array([RUN_BATCH_FIELDS.index(name) for name in (
+    "position", "size", "base_offset", "last_offset", "count", "magic", "crc", "crc", "attributes", "attributes",
+    "max_timestamp", "producer_id", "producer_epoch", "base_sequence", "last_sequence", "attributes", "attributes",
+    "partition_leader_epoch", "base_timestamp")], dtype=np.int64)
+"""The run row behind each of a batch line's fields (`_put_batch` writes the texts among them itself)."""
+
+
+@_jit
+def _put_record(out, op, records, r, headers, legacy, is_legacy, position, magic, data, base64_only, texts, bounds):
+    """A record line, as `jsonl.run_block` fills its template; -1 for one whose header key is not
+    UTF-8 (Python replaces what does not decode)."""
+    k = T_LEGACY if is_legacy else T_RECORD
+    op = _put_text(out, op, texts, bounds, k)
+    op = _put_int(out, op, position)
+    for field in range(1, 7):
+        op = _put_text(out, op, texts, bounds, k + field)
+        op = _put_int(out, op, records[_RECORD_LINE_FIELDS[field], r])
+    op = _put_text(out, op, texts, bounds, k + 7)
+    op, encoding = _put_bytes(out, op, data, records[R_KEY_START, r], records[R_KEY_LENGTH, r], base64_only, texts,
+                              bounds)
+    op = _put_text(out, op, texts, bounds, k + 8)
+    op = _put_text(out, op, texts, bounds, encoding)
+    op = _put_text(out, op, texts, bounds, k + 9)
+    op, encoding = _put_bytes(out, op, data, records[R_VALUE_START, r], records[R_VALUE_LENGTH, r], base64_only,
+                              texts, bounds)
+    op = _put_text(out, op, texts, bounds, k + 10)
+    op = _put_text(out, op, texts, bounds, encoding)
+    op = _put_text(out, op, texts, bounds, k + 11)
+    first = records[R_FIRST_HEADER, r]
+    for h in range(first, first + records[R_HEADER_COUNT, r]):
+        if h > first:
+            out[op] = 44  # ','
+            op += 1
+        op = _put_text(out, op, texts, bounds, T_HEADER)
+        if headers[H_KEY_LENGTH, h] < 0:
+            return -1
+        op = _put_string(out, op, data, headers[H_KEY_START, h], headers[H_KEY_LENGTH, h])
+        if op < 0:
+            return -1
+        op = _put_text(out, op, texts, bounds, T_HEADER + 1)
+        op, encoding = _put_bytes(out, op, data, headers[H_VALUE_START, h], headers[H_VALUE_LENGTH, h], base64_only,
+                                  texts, bounds)
+        op = _put_text(out, op, texts, bounds, T_HEADER + 2)
+        op = _put_text(out, op, texts, bounds, encoding)
+        op = _put_text(out, op, texts, bounds, T_HEADER + 3)
+    op = _put_text(out, op, texts, bounds, k + 12)
+    if is_legacy:
+        op = _put_int(out, op, magic)
+        op = _put_text(out, op, texts, bounds, k + 13)
+        op = _put_int(out, op, legacy[L_CRC, r])
+        op = _put_text(out, op, texts, bounds, k + 14)
+        op = _put_text(out, op, texts, bounds, T_TRUE)  # crc_valid: the kernel kept matching messages only
+        op = _put_text(out, op, texts, bounds, k + 15)
+        op = _put_int(out, op, legacy[L_ATTRIBUTES, r])
+        op = _put_text(out, op, texts, bounds, k + 16)
+    out[op] = 10
+    return op + 1
+
+
+_RECORD_LINE_FIELDS = np.array([0, R_OFFSET, R_TIMESTAMP, R_SEQUENCE, R_SIZE, R_KEY_LENGTH, R_VALUE_LENGTH],
+                               dtype=np.int64)
+"""The record row behind a record line's int fields 1 to 6 (the 0th is its batch's position)."""
+
+
+@_jit
+def _record_bound(records, r, headers, fixed, header_fixed, widest):
+    """The most bytes `_put_record` can write for record r: every byte of text escaped (6 each)."""
+    need = fixed + 16 * widest + 6 * (max(records[R_KEY_LENGTH, r], 0) + max(records[R_VALUE_LENGTH, r], 0)) + 8
+    first = records[R_FIRST_HEADER, r]
+    for h in range(first, first + records[R_HEADER_COUNT, r]):
+        need += header_fixed + 3 * widest + 6 * (max(headers[H_KEY_LENGTH, h], 0)
+                                                 + max(headers[H_VALUE_LENGTH, h], 0)) + 8
+    return need
+
+
+@_jit
+def render_each(segment, payloads, batches, records, headers, legacy, deep, is_legacy, texts, bounds, base64_only, out,
+                state):
+    """The JSON lines of a run's batches and (`deep`) records from rows state[RENDER_BATCH] and
+    state[RENDER_RECORD] into `out`, whole batches at a time, until the next does not fit or has a
+    header key that is not UTF-8 (state[RENDER_REFUSED] = 1: the caller writes it). Records lie in
+    `payloads` or `segment` as the batch's in_payloads says; `texts`[bounds[k]:bounds[k + 1]] is
+    the k-th of `bulk_scan.TEXT_PIECES`."""
+    widest = _INT_WIDTH
+    for k in range(T_CODEC, TEXTS):
+        widest = max(widest, bounds[k + 1] - bounds[k])
+    record_text, record_fields = (T_LEGACY, _LEGACY_LINE) if is_legacy else (T_RECORD, _RECORD_LINE)
+    batch_fixed = bounds[T_BATCH + _BATCH_LINE + 1] - bounds[T_BATCH]
+    record_fixed = bounds[record_text + record_fields + 1] - bounds[record_text]
+    header_fixed = bounds[T_HEADER + _HEADER_OBJECT + 1] - bounds[T_HEADER] + 1
+    b, r, op = state[RENDER_BATCH], state[RENDER_RECORD], 0
+    capacity = len(out)
+    state[RENDER_REFUSED] = 0
+    while b < batches.shape[1]:
+        batch_start, batch_record = op, r
+        if op + batch_fixed + _BATCH_LINE * widest + 1 > capacity:
+            break
+        op = _put_batch(out, op, batches, b, texts, bounds)
+        count = batches[B_COUNT, b]
+        if deep and count > 0:
+            data = payloads if batches[B_IN_PAYLOADS, b] != 0 else segment
+            position, magic = batches[B_POSITION, b], batches[B_MAGIC, b]
+            stop = r + count
+            while r < stop:
+                if op + _record_bound(records, r, headers, record_fixed, header_fixed, widest) > capacity:
+                    break
+                op = _put_record(out, op, records, r, headers, legacy, is_legacy, position, magic, data, base64_only,
+                                 texts, bounds)
+                if op < 0:
+                    state[RENDER_REFUSED] = 1
+                    break
+                r += 1
+            if r < stop:
+                op, r = batch_start, batch_record
+                break
+        b += 1
+    state[RENDER_BATCH], state[RENDER_RECORD], state[RENDER_WRITTEN] = b, r, op
+    return 0
+
+
 # ---------------------------------------------------------------------------------------------
 # The entry points: C signatures over the kernels above, for `bulk_native` to call with ctypes.
 # Arrays arrive as pointers with their sizes; tuples leave through `out`.
@@ -1069,9 +1371,23 @@ def _decode_legacy_entry(segment, segment_length, payloads, payloads_length, col
     return 0
 
 
+@njit(_I64(_BYTES, _I64, _BYTES, _I64, _LONGS, _I64, _LONGS, _I64, _LONGS, _I64, _LONGS, _I64, _I64, _BYTES, _I64,
+           _LONGS, _I64, _BYTES, _I64, _LONGS), nogil=True)
+def _render_entry(segment, segment_length, payloads, payloads_length, batches, batch_count, records, record_count,
+                  headers, header_count, legacy, deep, is_legacy, texts, texts_length, bounds, base64_only, out,
+                  out_length, state):
+    return render_each(carray(segment, (segment_length,)), carray(payloads, (payloads_length,)),
+                       carray(batches, (len(RUN_BATCH_FIELDS), batch_count)),
+                       carray(records, (len(RECORD_COLUMNS), record_count)),
+                       carray(headers, (len(HEADER_COLUMNS), header_count)),
+                       carray(legacy, (len(LEGACY_RECORD_COLUMNS), record_count if is_legacy else 0)),
+                       deep != 0, is_legacy != 0, carray(texts, (texts_length,)), carray(bounds, (TEXTS + 1,)),
+                       base64_only != 0, carray(out, (out_length,)), carray(state, (RENDER_STATE,)))
+
+
 ENTRIES = {"scan": _scan_entry, "scan_legacy": _scan_legacy_entry, "agree_each": _agree_entry, "recovery_index": _recovery_entry,
            "decode_each": _decode_entry, "decode_legacy_each": _decode_legacy_entry,
-           "lz4_each": _lz4_entry}
+           "lz4_each": _lz4_entry, "render_each": _render_entry}
 """The object's exported functions, each named `kafkalog_<key>`."""
 _UNREACHABLE = """
 define void @NRT_MemInfo_call_dtor(ptr %meminfo) {

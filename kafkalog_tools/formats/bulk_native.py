@@ -30,7 +30,8 @@ from pathlib import Path
 import numpy as np
 
 from . import elf_object
-from .bulk_scan import CAPACITY, COLUMNS, HEADER_COLUMNS, LEGACY_RECORD_COLUMNS, RECORD_COLUMNS, RECOVERY_STATE
+from .bulk_scan import (CAPACITY, COLUMNS, HEADER_COLUMNS, LEGACY_RECORD_COLUMNS, RECORD_COLUMNS, RECOVERY_STATE,
+                        RENDER_BATCH, RENDER_RECORD, RENDER_STATE, RUN_BATCH_FIELDS, TEXTS)
 
 CACHE_VARIABLE = "KAFKALOG_KERNEL_CACHE"
 """A directory for the compiled kernels, instead of `__pycache__` or ~/.cache/kafkalog-tools."""
@@ -232,6 +233,8 @@ _SIGNATURES = {  # bulk_kernel.ENTRIES, in their argument order
     "decode_legacy_each": (_POINTER, _I64, _POINTER, _I64, _POINTER, _I64, _I64, _I64, _POINTER, _POINTER, _POINTER,
                            _POINTER, _I64, _POINTER, _I64, _I64, _POINTER, _POINTER),
     "lz4_each": (_POINTER, _I64, _POINTER, _POINTER, _I64, _I64, _POINTER, _I64, _POINTER, _POINTER),
+    "render_each": (_POINTER, _I64, _POINTER, _I64, _POINTER, _I64, _POINTER, _I64, _POINTER, _I64, _POINTER, _I64,
+                    _I64, _POINTER, _I64, _POINTER, _I64, _POINTER, _I64, _POINTER),
 }
 
 
@@ -352,6 +355,24 @@ class NativeKernel:
                    _address(records, np.int64, len(RECORD_COLUMNS), True), records.shape[1], int(n),
                    _address(legacy_records, np.int64, len(LEGACY_RECORD_COLUMNS), True), out.ctypes.data)
         return int(out[0]), int(out[1])
+
+    def render_each(self, segment, payloads, batches, records, headers, legacy, deep: bool, texts, bounds,
+                    base64_only: bool, out, state) -> None:
+        """bulk_kernel.render_each: `state` says where it stopped and how much of `out` it wrote.
+        `legacy` is None for V2 batches."""
+        count = records.shape[1]
+        if not (bounds.size == TEXTS + 1 and bounds[-1] <= texts.size and state.size == RENDER_STATE
+                and 0 <= state[RENDER_BATCH] <= batches.shape[1] and 0 <= state[RENDER_RECORD] <= count
+                and (legacy is None or legacy.shape[1] == count)):
+            raise ValueError(f"bulk kernel: render_each over {batches.shape[1]} batches, {count} records")
+        rows = legacy if legacy is not None else np.empty((len(LEGACY_RECORD_COLUMNS), 0), dtype=np.int64)
+        self._call("render_each", _address(segment, np.uint8), segment.size, _address(payloads, np.uint8),
+                   payloads.size, _address(batches, np.int64, len(RUN_BATCH_FIELDS)), batches.shape[1],
+                   _address(records, np.int64, len(RECORD_COLUMNS)), count,
+                   _address(headers, np.int64, len(HEADER_COLUMNS)), headers.shape[1],
+                   _address(rows, np.int64, len(LEGACY_RECORD_COLUMNS)), int(deep), int(legacy is not None),
+                   _address(texts, np.uint8), texts.size, _address(bounds, np.int64), int(base64_only),
+                   _address(out, np.uint8, writable=True), out.size, _address(state, np.int64, writable=True))
 
     def _call(self, name: str, *arguments) -> int:
         result = self._entries[name](*arguments)

@@ -276,6 +276,37 @@ SMALLEST_LEGACY_ENTRY = legacy.LOG_OVERHEAD + legacy.RECORD_OVERHEAD_V0
 """Bytes of the smallest log entry of a message set: a wrapper's holds at most its size / this."""
 
 
+RUN_BATCH_FIELDS = ("position", "size", "base_offset", "last_offset", "count", "crc", "attributes", "max_timestamp",
+                    "producer_id", "producer_epoch", "base_sequence", "last_sequence", "partition_leader_epoch",
+                    "base_timestamp", "in_payloads", "magic")
+"""The rows of `dump.BatchRun.batches`: the fields of each batch's `Batch` (a V2 batch, or a V0/V1
+message, with a valid CRC; `attributes` is the low byte, as `Batch.attributes`, for a legacy message
+only its codec and timestamp type bits), and whether its records lie in `payloads`. A legacy
+message's `count` is its records' (the line says null, as `Batch.count`)."""
+(B_POSITION, B_SIZE, B_BASE_OFFSET, B_LAST_OFFSET, B_COUNT, B_CRC, B_ATTRIBUTES, B_MAX_TIMESTAMP, B_PRODUCER_ID,
+ B_PRODUCER_EPOCH, B_BASE_SEQUENCE, B_LAST_SEQUENCE, B_LEADER_EPOCH, B_BASE_TIMESTAMP, B_IN_PAYLOADS,
+ B_MAGIC) = range(len(RUN_BATCH_FIELDS))
+
+
+# ---------------------------------------------------------------------------------------------
+# dump: JSON Lines written from those columns (bulk_kernel.render_each)
+# ---------------------------------------------------------------------------------------------
+
+TEXT_PIECES = (("batch", 20), ("record", 13), ("legacy", 17), ("codec", 8), ("timestamp_type", 3), ("header", 4),
+               ("true", 1), ("false", 1), ("null", 1), ("utf8", 1), ("base64", 1))
+"""The constant texts `render_each` writes lines with, in this order, each as so many pieces: the
+UTF-8 of a file's batch, record and V0/V1 record line templates cut around their 19, 12 and 16
+fields, the JSON of each codec's name (by id), of CreateTime, LogAppendTime and NoTimestampType,
+a header object cut around its 3 fields, and true, false, null, "utf8" and "base64"."""
+(T_BATCH, T_RECORD, T_LEGACY, T_CODEC, T_TIMESTAMP_TYPE, T_HEADER, T_TRUE, T_FALSE, T_NULL, T_UTF8,
+ T_BASE64) = (sum(count for _, count in TEXT_PIECES[:i]) for i in range(len(TEXT_PIECES)))
+TEXTS = sum(count for _, count in TEXT_PIECES)
+(RENDER_BATCH, RENDER_RECORD, RENDER_WRITTEN, RENDER_REFUSED) = range(4)
+"""`render_each`'s state: the next batch and record rows (in and out), the bytes it wrote, and 1
+when it stopped before a batch it leaves to Python (a header key that is not UTF-8)."""
+RENDER_STATE = 4
+
+
 def records_kernel():
     """`bulk_kernel.decode_each`, or None without the kernels."""
     loaded = kernel()
