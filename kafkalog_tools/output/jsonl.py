@@ -10,7 +10,9 @@ batches and their records take a fast path: orjson for every string (its escapin
 json.dumps(ensure_ascii=False) for every code point, and is ~25x faster on a 1 KiB value), and batch
 and record lines filled into per-file %-templates without an intermediate dict (ints print as
 json.dumps prints them, at any size). `block` gives the same lines as UTF-8, which `dump` writes
-beneath the text layer; a run of batches read in bulk goes straight to UTF-8 (`run_block`).
+beneath the text layer. A run of batches read in bulk (`BatchRun`) is written by the compiled
+`bulk_kernel.render_each` from the same templates, cut into pieces (`run_block`), and
+`python_run_block` is its reference and its fallback.
 """
 from __future__ import annotations
 
