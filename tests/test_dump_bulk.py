@@ -206,7 +206,7 @@ def test_runs_written_as_bytes_to_a_real_stdout_keep_order_and_name_escapes(tmp_
 def test_line_writer_puts_bytes_after_the_text_before_them(tmp_path):
     """Text lines, then lines as bytes beneath the text layer, then text: in that order, on a
     buffered stream, on an unbuffered one (a raw file beneath, as python -u has) and on one without
-    bytes beneath."""
+    bytes beneath; on a line-buffered one (a terminal) bytes go out at once."""
     def write(writer: LineWriter) -> None:
         writer.write_lines(["a", "\u00e9"])
         writer.write_block("\u00fc\n".encode())
@@ -224,6 +224,10 @@ def test_line_writer_puts_bytes_after_the_text_before_them(tmp_path):
     text_only = io.StringIO()
     write(LineWriter(text_only))
     assert text_only.getvalue() == expected
+    raw = io.BytesIO()
+    terminal = io.TextIOWrapper(io.BufferedWriter(raw), encoding="utf-8", line_buffering=True)
+    LineWriter(terminal).write_block(b"now\n")
+    assert raw.getvalue() == b"now\n"  # line-buffered, as text lines are: shown without a flush
 
 
 def _hard_texts(rng: random.Random) -> list[bytes]:

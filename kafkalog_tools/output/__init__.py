@@ -69,6 +69,8 @@ class LineWriter:
         view = memoryview(data)
         while view:  # an unbuffered stdout (python -u) is a raw file, whose writes may be partial
             view = view[self.binary.write(view):]
+        if getattr(self.stream, "line_buffering", False):  # a terminal: lines show as they come, as text does
+            self.binary.flush()
 
     def write_json(self, objects: Iterable[dict]) -> None:
         self.write_lines(json_line(obj) for obj in objects)
