@@ -1137,15 +1137,19 @@ def _put_base64(out, op, data, start, length):
 
 
 @_jit
-def _put_bytes(out, op, data, start, length, base64_only, texts, bounds):
-    """A key or value as `jsonl._json_utf8` gives it: (where it ends, the text of its encoding)."""
+def _put_bytes(out, op, data, start, length, base64_only, texts, bounds, between):
+    """A key or value as `jsonl._json_utf8` gives it, the text `between`, then its encoding's text."""
+    encoding = T_NULL
     if length < 0:
-        return _put_text(out, op, texts, bounds, T_NULL), T_NULL
-    if not base64_only:
-        after = _put_string(out, op, data, start, length)
+        op = _put_text(out, op, texts, bounds, T_NULL)
+    else:
+        after = -1 if base64_only else _put_string(out, op, data, start, length)
         if after >= 0:
-            return after, T_UTF8
-    return _put_base64(out, op, data, start, length), T_BASE64
+            op, encoding = after, T_UTF8
+        else:
+            op, encoding = _put_base64(out, op, data, start, length), T_BASE64
+    op = _put_text(out, op, texts, bounds, between)
+    return _put_text(out, op, texts, bounds, encoding)
 
 
 @_jit
@@ -1194,15 +1198,11 @@ def _put_record(out, op, records, r, headers, legacy, is_legacy, position, magic
         op = _put_text(out, op, texts, bounds, k + field)
         op = _put_int(out, op, records[_RECORD_LINE_FIELDS[field], r])
     op = _put_text(out, op, texts, bounds, k + 7)
-    op, encoding = _put_bytes(out, op, data, records[R_KEY_START, r], records[R_KEY_LENGTH, r], base64_only, texts,
-                              bounds)
-    op = _put_text(out, op, texts, bounds, k + 8)
-    op = _put_text(out, op, texts, bounds, encoding)
+    op = _put_bytes(out, op, data, records[R_KEY_START, r], records[R_KEY_LENGTH, r], base64_only, texts, bounds,
+                    k + 8)
     op = _put_text(out, op, texts, bounds, k + 9)
-    op, encoding = _put_bytes(out, op, data, records[R_VALUE_START, r], records[R_VALUE_LENGTH, r], base64_only,
-                              texts, bounds)
-    op = _put_text(out, op, texts, bounds, k + 10)
-    op = _put_text(out, op, texts, bounds, encoding)
+    op = _put_bytes(out, op, data, records[R_VALUE_START, r], records[R_VALUE_LENGTH, r], base64_only, texts, bounds,
+                    k + 10)
     op = _put_text(out, op, texts, bounds, k + 11)
     first = records[R_FIRST_HEADER, r]
     for h in range(first, first + records[R_HEADER_COUNT, r]):
@@ -1216,10 +1216,8 @@ def _put_record(out, op, records, r, headers, legacy, is_legacy, position, magic
         if op < 0:
             return -1
         op = _put_text(out, op, texts, bounds, T_HEADER + 1)
-        op, encoding = _put_bytes(out, op, data, headers[H_VALUE_START, h], headers[H_VALUE_LENGTH, h], base64_only,
-                                  texts, bounds)
-        op = _put_text(out, op, texts, bounds, T_HEADER + 2)
-        op = _put_text(out, op, texts, bounds, encoding)
+        op = _put_bytes(out, op, data, headers[H_VALUE_START, h], headers[H_VALUE_LENGTH, h], base64_only, texts,
+                        bounds, T_HEADER + 2)
         op = _put_text(out, op, texts, bounds, T_HEADER + 3)
     op = _put_text(out, op, texts, bounds, k + 12)
     if is_legacy:
