@@ -275,13 +275,18 @@ def test_render_kernel_writes_what_python_writes(monkeypatch, tmp_path):
     assert sum(run.batches.shape[1] for run in runs) == len(batches) + len(texts) and bad_keys > 3
     python_run_block, handed_back = jsonl.python_run_block, []
     monkeypatch.setattr(jsonl, "python_run_block", lambda run, mode: handed_back.append(run) or python_run_block(run, mode))
-    for size in (jsonl._RENDER_BUFFER, 64):
-        monkeypatch.setattr(jsonl, "_RENDER_BUFFER", size)
+    render_size, kernel, calls = jsonl._render_size, bulk_scan.kernel(), []
+    monkeypatch.setattr(kernel, "render_each", lambda *arguments: calls.append(1) or type(kernel).render_each(
+        kernel, *arguments))
+    for small in (False, True):
+        monkeypatch.setattr(jsonl, "_render_size", (lambda *_: 64) if small else render_size)
         for mode in ("auto", "base64"):
             handed_back.clear()
+            calls.clear()
             for run in runs:
                 assert jsonl.run_block(run, mode) == python_run_block(run, mode)
             assert len(handed_back) == bad_keys and all(run.batches.shape[1] == 1 for run in handed_back)
+            assert len(calls) > len(batches) if small else len(calls) >= len(runs)  # (the small one grows)
 
 
 def test_runs_stay_renderable_after_the_walk_moves_on(monkeypatch, tmp_path):

@@ -55,13 +55,13 @@ class LineWriter:
             self.stream.write("\n".join(chain(lines, ("",))))  # ending in "\n" without a copy of it all
             self.text_written = True
 
-    def write_block(self, data: bytes) -> None:
+    def write_block(self, data: bytes | memoryview) -> None:
         """Lines as UTF-8, each ending in a newline (`jsonl.block`), without decoding and encoding them
         again in the text layer."""
         if not data:
             return
         if self.binary is None:
-            self.write_lines([data[:-1].decode()])
+            self.write_lines([bytes(data[:-1]).decode()])
             return
         if self.text_written:
             self.stream.flush()
