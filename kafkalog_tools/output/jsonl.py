@@ -316,7 +316,7 @@ def run_block(run: d.BatchRun, bytes_mode: str) -> bytes | memoryview:
     """`batch_lines` for each batch of a run and its records (with deep iteration), as UTF-8 with a
     newline after each line, written by the compiled `render_each` from the same templates; a batch
     it leaves (a header key that is not UTF-8) by `python_run_block`. Nearly always a view of the
-    one buffer the kernel filled (not copied into bytes: ~0.7 s per GiB of 16 KiB batches)."""
+    one buffer the kernel filled: copying it into bytes made a GiB of 16 KiB batches 4.2 s, not 2.6."""
     import numpy as np
 
     kernel = bulk_scan.kernel()
