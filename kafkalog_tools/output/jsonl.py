@@ -386,8 +386,9 @@ def _cut(template: bytes) -> list[bytes]:
 
 
 def python_run_block(run: d.BatchRun, bytes_mode: str) -> bytes:
-    """What `run_block` writes, in Python: keys, values and headers are sliced out of the run's bytes
-    and orjson's UTF-8 goes into the line as it is (no str in between)."""
+    """What `run_block` writes, in Python (its reference, and the writer of the batches it leaves):
+    keys, values and headers are sliced out of the run's bytes and orjson's UTF-8 goes into the line
+    as it is."""
     batch_template, template, legacy_template = _utf8_templates(run.path)
     lines = []
     append = lines.append
@@ -410,24 +411,10 @@ def python_run_block(run: d.BatchRun, bytes_mode: str) -> bytes:
         data = payloads if in_payloads else segment
         for (offset, timestamp, sequence, record_size, key_start, key_length, value_start, value_length,
              first_header, header_count) in islice(records, count):
-            if value_length < 0 or base64_only:
-                value_text, value_encoding = json_utf8(
-                    None if value_length < 0 else data[value_start:value_start + value_length], base64_only)
-            else:  # inlined json_utf8: the common case
-                value = data[value_start:value_start + value_length]
-                try:
-                    value_text, value_encoding = dumps(value.decode("utf-8")), b'"utf8"'
-                except UnicodeDecodeError:
-                    value_text, value_encoding = json_utf8(value, True)
-            if key_length < 0 or base64_only:
-                key_text, key_encoding = json_utf8(
-                    None if key_length < 0 else data[key_start:key_start + key_length], base64_only)
-            else:
-                key = data[key_start:key_start + key_length]
-                try:
-                    key_text, key_encoding = dumps(key.decode("utf-8")), b'"utf8"'
-                except UnicodeDecodeError:
-                    key_text, key_encoding = json_utf8(key, True)
+            key_text, key_encoding = json_utf8(
+                None if key_length < 0 else data[key_start:key_start + key_length], base64_only)
+            value_text, value_encoding = json_utf8(
+                None if value_length < 0 else data[value_start:value_start + value_length], base64_only)
             header_text = b",".join(
                 _HEADER_UTF8 % (dumps(data[k:k + k_length].decode("utf-8", "replace")),
                                 *json_utf8(None if v_length < 0 else data[v:v + v_length], base64_only))
