@@ -19,6 +19,7 @@ starts - and says how much intact data follows.
 from __future__ import annotations
 
 import bisect
+import functools
 import re
 import struct
 import zlib
@@ -680,12 +681,19 @@ class BatchFacts(NamedTuple):
 
 class FactsRun:
     """The facts of consecutive clean batches of one magic, as stage 1's bulk scan read them:
-    columns (`bulk_scan.COLUMNS`) rather than one `BatchFacts` each. None is a control batch."""
+    columns (`bulk_scan.COLUMNS`) rather than one `BatchFacts` each. None is a control batch.
+
+    Handed to a `BatchConsumer`, the columns are the scan's own buffer, which its next range
+    overwrites: a consumer that keeps the run keeps `held()`."""
 
     def __init__(self, path: str, columns, magic: int = 2):
         self.path = path
         self.columns = columns
         self.magic = magic
+
+    def held(self) -> "FactsRun":
+        """This run with columns of its own."""
+        return FactsRun(self.path, self.columns.copy(), self.magic)
 
     def rows(self) -> Iterator[BatchFacts]:
         path, magic = self.path, self.magic
@@ -722,6 +730,7 @@ class SegmentReport:
 
 
 BatchConsumer = Callable[[BatchFacts | FactsRun], None]
+"""Takes each intact batch's facts as stage 1 reads them; a `FactsRun` only for the call."""
 
 
 def check_segment(segment: Segment, is_active: bool, deep: bool = True,
@@ -739,13 +748,17 @@ def check_segment(segment: Segment, is_active: bool, deep: bool = True,
     with log:
         report.counts.segments += 1
         report.counts.log_bytes += log.file_size
-        scan = _LogScan(log, segment, deep, report, on_progress, on_batch or report.batches.append)
+        scan = _LogScan(log, segment, deep, report, on_progress, on_batch or functools.partial(_keep, report.batches))
         scan.is_active = is_active
         scan.run()
         report.index_findings.extend(_check_offset_index(segment, log, scan.table, is_active))
         report.index_findings.extend(_check_time_index(segment, log, scan.table, is_active))
     report.txn_entries, report.txn_findings = _read_txn_index(segment)
     return report
+
+
+def _keep(batches: list, facts: "BatchFacts | FactsRun") -> None:
+    batches.append(facts.held() if type(facts) is FactsRun else facts)
 
 
 class _BatchTable:
@@ -1102,14 +1115,14 @@ class _BulkScan:
             if magic >= 2:
                 for columns, n, position, stopped in reader.runs(position, scan.deep):
                     if n:
-                        self._accept(columns[:, :n].copy(), lowest, highest, 2)  # (stage 2 keeps the columns)
+                        self._accept(columns[:, :n], lowest, highest, 2)
                         reader.release_before(position)
                 continue
             # a legacy message set, its wrappers opened only where deep (each call needs the floor
             # the one before left, so none runs ahead)
             n, position, stopped = reader.read(position, False, scan.legacy_floor())
             if n:
-                columns = reader.columns[:, :n].copy()
+                columns = reader.columns[:, :n].copy()  # (whole rows, for the kernels)
                 if scan.deep:
                     self._open_wrappers(columns, magic)
                 self._accept(columns, lowest, highest, magic)
@@ -1129,6 +1142,7 @@ class _BulkScan:
             compressed = np.flatnonzero((columns[bulk_scan.CHECKED] == 0) & (columns[ATTRIBUTES] & ATTR_CODEC != 0)
                                         & ~one_by_one & (columns[RECORDS_COUNT] >= 0))
             if len(compressed) and magic >= 2:  # (`_open_wrappers` has read V0/V1 wrappers)
+                columns = np.ascontiguousarray(columns)  # (whole rows, for the kernels)
                 self._check_compressed(columns, compressed)
             one_by_one |= columns[bulk_scan.CHECKED] == 0
         start = 0

@@ -550,3 +550,23 @@ def test_scan_refuses_a_range_past_the_buffer():
         KERNEL.scan(KERNEL.view(bytes(64)), 0, 128, 128, True, KERNEL.columns(1))
     with pytest.raises(ValueError, match="bulk kernel"):
         KERNEL.scan(KERNEL.view(bytes(64)), -1, 64, 64, True, KERNEL.columns(1))
+
+
+@pytest.mark.parametrize("deep", [True, False], ids=["deep", "shallow"])
+def test_a_report_keeps_runs_the_scan_has_since_moved_past(monkeypatch, tmp_path, deep):
+    """A consumer sees a run's columns only for the call (the scan's buffers take turns); a report
+    made without one keeps copies, so its runs still hold what each call saw."""
+    from kafkalog_tools.formats.logdir import Segment
+    from kafkalog_tools.verify import FactsRun, check_segment
+
+    monkeypatch.setenv(bulk_scan.MODE_VARIABLE, "always")
+    monkeypatch.setattr(bulk_scan.Reader, "STEP", 4096)
+    path = tmp_path / f"{0:020d}.log"
+    path.write_bytes(b"".join(build_batch(n, [build_record(0, 0, None, b"x" * 100)]) for n in range(3000)))
+    seen = []
+    check_segment(Segment(0, path), True, deep, on_batch=lambda facts: seen.extend(
+        facts.rows() if type(facts) is FactsRun else [facts]))
+    report = check_segment(Segment(0, path), True, deep)
+    assert sum(type(facts) is FactsRun for facts in report.batches) > 10
+    kept = [row for facts in report.batches for row in (facts.rows() if type(facts) is FactsRun else [facts])]
+    assert kept == seen and [facts.base_offset for facts in kept] == list(range(3000))
