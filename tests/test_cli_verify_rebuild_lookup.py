@@ -224,3 +224,42 @@ def test_a_failed_write_is_an_io_error_message(capsys, damaged, monkeypatch):
     code, _, err = kafkalog(capsys, "rebuild-index", "--truncate", damaged / "00000000000000001839.log")
     assert code == 2 and "No space left on device" in err and "00000000000000001839" in err
     assert "Traceback" not in err
+
+
+# ---------------------------------------------------------------------------------------------
+# The console script leaves at once, but only after what teardown was for
+# ---------------------------------------------------------------------------------------------
+
+LEAVE_THROUGH_RUN = """
+import atexit, sys
+from kafkalog_tools.cli import run
+atexit.register(lambda: sys.stdout.write("exit handler ran\\n"))  # written, left in the buffer
+sys.argv = ["kafkalog", *sys.argv[1:]]
+run()
+"""
+
+
+@pytest.mark.parametrize("args", [
+    ("dump", "--format", "json", "-d", "{golden}/logs/" + MIXED),
+    ("dump", "--format", "text", "-d", "-p", "{golden}/logs/" + MIXED),
+    ("verify", "--format", "json", "{corrupt}"),
+    ("lookup", "-o", "1", "{golden}/logs/golden-v0-0/partition.metadata"),
+], ids=["dump-json", "dump-text", "verify-corrupt", "bad-input"])
+def test_the_console_script_flushes_and_runs_exit_handlers_before_it_leaves(capsys, golden, tmp_path, args):
+    """`run` skips Python's teardown: exit handlers must still run, what they leave in a buffered
+    pipe must still come out, and the exit code must be `main`'s."""
+    import subprocess
+    import sys
+
+    corrupt = tmp_path / MIXED
+    shutil.copytree(golden / "logs" / MIXED, corrupt)
+    log = corrupt / "00000000000000000838.log"
+    log.chmod(0o644)
+    log.write_bytes(log.read_bytes()[:30000] + bytes(1000) + log.read_bytes()[31000:])
+    args = [a.format(golden=golden, corrupt=corrupt) for a in args]
+    code, out, err = kafkalog(capsys, *args)
+    environment = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}  # a block-buffered pipe
+    proc = subprocess.run([sys.executable, "-c", LEAVE_THROUGH_RUN, *args], capture_output=True, env=environment,
+                          timeout=300)
+    assert len(out) > 8192 or code != 0  # more than one buffer's worth, or an exit code to keep
+    assert (proc.returncode, proc.stdout.decode(), proc.stderr.decode()) == (code, out + "exit handler ran\n", err)
