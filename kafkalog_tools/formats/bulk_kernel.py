@@ -86,6 +86,25 @@ def _word_at(typingctx, buf, at):
     return types.uint64(buf, at), codegen
 
 
+def _big_endian_load(bits: int):
+    """An intrinsic: the `bits`/8 bytes of a uint8 array at `at`, big-endian, unsigned (64 bits wrap
+    into the sign as Java's long does), as an int64: one unaligned load and a byte swap, unchecked."""
+    @intrinsic
+    def load(typingctx, buf, at):
+        def codegen(context, builder, signature, args):
+            data = context.make_array(signature.args[0])(context, builder, args[0]).data
+            word = builder.load(builder.bitcast(builder.gep(data, [args[1]]), ir.IntType(bits).as_pointer()), align=1)
+            swap = cgutils.get_or_insert_function(
+                builder.module, ir.FunctionType(ir.IntType(bits), [ir.IntType(bits)]), f"llvm.bswap.i{bits}")
+            value = builder.call(swap, [word])
+            return value if bits == 64 else builder.zext(value, ir.IntType(64))
+        return types.int64(buf, at), codegen
+    return load
+
+
+_be64, _be32, _be16 = _big_endian_load(64), _big_endian_load(32), _big_endian_load(16)
+
+
 def _slicing_tables(polynomial: int) -> np.ndarray:
     """Slicing-by-8 tables of a reflected CRC-32 polynomial."""
     table = np.zeros((8, 256), dtype=np.uint32)
@@ -267,7 +286,15 @@ crc32c = crc32c_hardware if HARDWARE_CRC else crc32c_software
 
 @_jit
 def _be(buf, at, width):
-    """Big-endian unsigned; eight bytes wrap into an int64's sign by themselves, as Java's long."""
+    """Big-endian unsigned; eight bytes wrap into an int64's sign by themselves, as Java's long.
+    The widths of header fields in one load each (byte by byte, a one-record batch's header cost
+    ~60 ns)."""
+    if width == 8:
+        return _be64(buf, at)
+    if width == 4:
+        return _be32(buf, at)
+    if width == 2:
+        return _be16(buf, at)
     value = np.int64(0)
     for i in range(width):
         value = (value << 8) | np.int64(buf[at + i])
