@@ -15,6 +15,7 @@ import os
 import random
 import subprocess
 import sys
+import time
 import zlib
 from pathlib import Path
 
@@ -534,3 +535,33 @@ def test_legacy_records_kernel_reads_what_legacy_records_reads(tmp_path):
                     decoded += 1
                     assert clean and got[batch.position] == expected
     assert decoded > 3000 and refused > 200, (decoded, refused)
+
+
+@pytest.mark.parametrize("buffered", [False, True], ids=["raw", "buffered"])
+def test_line_writer_waits_on_a_full_non_blocking_pipe(buffered):
+    """A stdout left non-blocking by whatever started us: writes that take nothing (a raw file
+    returns None; a buffered one raises, saying how much it took) wait for room; all of it arrives."""
+    import fcntl
+    import threading
+
+    read_end, write_end = os.pipe()
+    fcntl.fcntl(write_end, fcntl.F_SETFL, fcntl.fcntl(write_end, fcntl.F_GETFL) | os.O_NONBLOCK)
+    raw = io.FileIO(write_end, "w")
+    stream = io.TextIOWrapper(io.BufferedWriter(raw) if buffered else raw, encoding="utf-8", write_through=True)
+    data = b"".join(b"%08d\n" % n for n in range(200_000))  # ~1.8 MB: a pipe holds 64 KiB
+    received = bytearray()
+
+    def drain():
+        while chunk := os.read(read_end, 1 << 16):
+            received.extend(chunk)
+            time.sleep(0.001)  # slower than the writer, so that the pipe fills
+
+    reader = threading.Thread(target=drain)
+    reader.start()
+    writer = LineWriter(stream)
+    for start in range(0, len(data), 450_000):
+        writer.write_block(memoryview(data)[start:start + 450_000])
+    stream.close()
+    reader.join(timeout=60)
+    os.close(read_end)
+    assert bytes(received) == data

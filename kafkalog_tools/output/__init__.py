@@ -6,6 +6,7 @@ pre-rendered lines (kafka-dump-log text) to the writers here.
 from __future__ import annotations
 
 import json
+import select
 import sys
 from itertools import chain
 from typing import IO, Iterable
@@ -68,7 +69,14 @@ class LineWriter:
             self.text_written = False
         view = memoryview(data)
         while view:  # an unbuffered stdout (python -u) is a raw file, whose writes may be partial
-            view = view[self.binary.write(view):]
+            try:
+                written = self.binary.write(view)
+            except BlockingIOError as exc:  # a buffered one, non-blocking and full: part may be taken
+                written = exc.characters_written
+            if not written:  # a non-blocking one that is full (a raw one says None): wait, not spin
+                select.select([], [self.binary], [])
+                continue
+            view = view[written:]
         if getattr(self.stream, "line_buffering", False):  # a terminal: lines show as they come, as text does
             self.binary.flush()
 
