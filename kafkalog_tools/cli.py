@@ -89,6 +89,9 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(0)
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
+    except OSError as exc:  # the machine's, not a bug: no space left where stdout goes, a device error
+        click.echo(f"kafkalog: error: {exc}", err=True)
+        sys.exit(EXIT_USAGE)
     except Exception as exc:  # a bug of ours: still no traceback unless asked for
         if os.environ.get("KAFKALOG_DEBUG"):
             raise
@@ -101,8 +104,9 @@ def run() -> None:
     """The console script: `main`, then out of the process at once. Python's own teardown frees
     every module's objects one by one (numpy's among them): 60-100 ms here, a tenth of verifying a
     GiB. What that teardown is for still happens first: `atexit` handlers run and our output is
-    flushed. A run that started Spark exits the normal way (py4j's and Spark's shutdown), as
-    does one whose output cannot be flushed (Python then reports it as it always does)."""
+    flushed. Output that cannot be flushed (a full disk) is an I/O error, exit 2, without Python's
+    "Exception ignored" after it. A run that started Spark exits the normal way (py4j's and Spark's
+    shutdown)."""
     try:
         main()
         code = 0
@@ -114,6 +118,16 @@ def run() -> None:
     try:
         sys.stdout.flush()
         sys.stderr.flush()
-    except Exception:  # noqa: BLE001 - the normal exit reports it and sets its exit code
-        sys.exit(code)
+    except OSError as exc:  # where the output goes is full or gone: an I/O error, as documented
+        if code != EXIT_USAGE:  # (`main` has told already what it caught)
+            _tell(f"kafkalog: error: cannot write the output: {exc}\n")
+        code = EXIT_USAGE
     os._exit(code)
+
+
+def _tell(message: str) -> None:
+    """To stderr's file beneath any buffer (which may be what failed)."""
+    try:
+        os.write(2, message.encode("utf-8", "backslashreplace"))
+    except OSError:
+        pass

@@ -263,3 +263,37 @@ def test_the_console_script_flushes_and_runs_exit_handlers_before_it_leaves(caps
                           timeout=300)
     assert len(out) > 8192 or code != 0  # more than one buffer's worth, or an exit code to keep
     assert (proc.returncode, proc.stdout.decode(), proc.stderr.decode()) == (code, out + "exit handler ran\n", err)
+
+
+FULL_DISK = pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full (Linux) under stdout")
+
+
+def _to_full_disk(script: str, args, unbuffered: bool) -> tuple[int, str]:
+    import subprocess
+    import sys
+
+    environment = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
+    if unbuffered:
+        environment["PYTHONUNBUFFERED"] = "1"
+    with open("/dev/full", "w") as full:
+        proc = subprocess.run([sys.executable, "-c", f"import sys; sys.argv = ['kafkalog', *sys.argv[1:]]; {script}",
+                               *map(str, args)], stdout=full, stderr=subprocess.PIPE, env=environment, timeout=300)
+    return proc.returncode, proc.stderr.decode()
+
+
+@FULL_DISK
+@pytest.mark.parametrize("unbuffered", [True, False], ids=["unbuffered", "buffered"])
+@pytest.mark.parametrize("command", [("verify",), ("dump", "-d"), ("lookup", "-o", "5")], ids=lambda c: c[0])
+def test_a_full_disk_under_stdout_is_an_io_error_told_once(golden, command, unbuffered):
+    code, err = _to_full_disk("from kafkalog_tools.cli import run; run()",
+                              [*command, golden / "logs" / "golden-v0-0"], unbuffered)
+    assert code == 2 and err == "kafkalog: error: [Errno 28] No space left on device\n"
+
+
+@FULL_DISK
+def test_output_only_run_flushes_is_an_io_error_too():
+    """What is still buffered when `main` returns clean, and cannot be written, is told and exits 2
+    (Python's own teardown would say "Exception ignored" and exit 120)."""
+    code, err = _to_full_disk("import sys, kafkalog_tools.cli as cli; cli.main = lambda: sys.stdout.write('x'); "
+                              "cli.run()", [], unbuffered=False)
+    assert code == 2 and err == "kafkalog: error: cannot write the output: [Errno 28] No space left on device\n"
