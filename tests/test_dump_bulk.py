@@ -565,3 +565,130 @@ def test_line_writer_waits_on_a_full_non_blocking_pipe(buffered):
     reader.join(timeout=60)
     os.close(read_end)
     assert bytes(received) == data
+
+
+# ---------------------------------------------------------------------------------------------
+# kafka-dump-log's text, written by the compiled renderer
+# ---------------------------------------------------------------------------------------------
+
+TEXT_FLAGS = [["-d", "-p"], ["-d"], [], ["-d", "-p", "--skip-record-metadata"], ["-d", "--skip-record-metadata"]]
+
+
+def text_both_ways(monkeypatch, paths: list[str], *args: str) -> tuple[bytes, int]:
+    """The text dump per batch and in bulk (CliRunner's stdout is UTF-8 over bytes, as a pipe's is):
+    (what both print, how many times the compiled text renderer ran)."""
+    calls = []
+    monkeypatch.setattr(KERNEL, "render_dumplog_each", lambda *arguments: calls.append(1) or type(
+        KERNEL).render_dumplog_each(KERNEL, *arguments))
+    outcomes = []
+    for mode in ("never", "always"):
+        monkeypatch.setenv(bulk_scan.MODE_VARIABLE, mode)
+        result = CliRunner().invoke(cli, ["dump", "--format", "text", *args, *paths], catch_exceptions=False)
+        outcomes.append((result.exit_code, result.stdout_bytes, result.stderr))
+    assert outcomes[1][1] == outcomes[0][1]
+    assert outcomes[1] == outcomes[0]
+    return outcomes[0][1], len(calls)
+
+
+@pytest.mark.parametrize("flags", TEXT_FLAGS, ids=" ".join)
+def test_text_dump_in_bulk_equals_batch_by_batch_on_the_corpus(monkeypatch, flags):
+    paths = corpus_paths() + [str(ROOT / "fixtures" / "example-logdir")]
+    out, calls = text_both_ways(monkeypatch, paths, *flags)
+    metadata = "-d" in flags and "--skip-record-metadata" not in flags
+    assert out.count(b"\n| offset: ") > (1000 if metadata else -1) and calls > 50
+
+
+@pytest.mark.parametrize("flags", TEXT_FLAGS, ids=" ".join)
+def test_text_dump_in_bulk_equals_batch_by_batch_on_generated_and_damaged_segments(monkeypatch, tmp_path, flags):
+    (tmp_path / "odd").mkdir()
+    paths = write_partitions(tmp_path / "odd", random.Random(31), 30)
+    paths += damaged_copies(tmp_path / "damaged")
+    paths += generated_partitions_legacy(tmp_path / "legacy", random.Random(37), 8)
+    out, calls = text_both_ways(monkeypatch, paths, *flags)
+    assert b"isvalid: true" in out and calls > 50
+
+
+def generated_partitions_legacy(root: Path, rng: random.Random, number: int) -> list[str]:
+    root.mkdir()
+    paths = []
+    for n in range(number):
+        partition = root / f"legacy-{n}"
+        partition.mkdir()
+        data = odd_legacy_segment(rng, 0) + (odd_segment(rng, 10_000) if n % 2 else b"")  # V0/V1, then V2
+        (partition / f"{0:020d}.log").write_bytes(data)
+        paths.append(str(partition))
+    return paths
+
+
+def test_text_render_kernel_writes_what_the_per_batch_path_writes(monkeypatch, tmp_path):
+    """Keys, values and header keys that are `_hard_texts`, with a buffer so small that nearly every
+    call stops early or must grow it: a batch goes back to the per-batch path exactly when one of
+    them is not UTF-8 as Python's strict decoder reads it (Java then prints replacements)."""
+    from kafkalog_tools.output import dumplog_text
+
+    rng = random.Random(47)
+    texts = _hard_texts(rng)
+
+    def utf8(data: bytes) -> bool:
+        try:
+            data.decode("utf-8")
+        except UnicodeDecodeError:
+            return False
+        return True
+
+    partition = tmp_path / "hard-0"
+    partition.mkdir()
+    batches, offset, refused = [], 0, 0
+    for start in range(0, len(texts), 5):
+        chunk = texts[start:start + 5]
+        header_key = b"\xff" if rng.random() < 0.05 else "k\u00e9".encode()
+        records = [build_record(i, i, text, chunk[-1 - i], [(header_key, text)] if i % 2 else [])
+                   for i, text in enumerate(chunk)]
+        refused += not all(utf8(text) for text in chunk) or (len(chunk) > 1 and not utf8(header_key))
+        batches.append(build_batch(offset, records, base_timestamp=1, max_timestamp=len(chunk),
+                                   compression_id=codecs.IDS[rng.choice(["none", "lz4"])]))
+        offset += len(chunk)
+    (partition / f"{0:020d}.log").write_bytes(b"".join(batches))
+    one_by_one, handed_back = dumplog_text._one_by_one, []
+    monkeypatch.setattr(dumplog_text, "_one_by_one", lambda run, b, *rest: handed_back.append(b) or one_by_one(
+        run, b, *rest))
+    run_size = dumplog_text._run_size
+    for small in (False, True):
+        monkeypatch.setattr(dumplog_text, "_run_size", (lambda *_: 64) if small else run_size)
+        handed_back.clear()
+        out, calls = text_both_ways(monkeypatch, [str(partition)], "-d", "-p")
+        assert out.count(b"\n| offset: ") == len(texts) and len(handed_back) == refused > 10
+        # a call per run and after each refusal; a small buffer grows, call after call, first
+        assert calls >= refused + 6 if small else calls <= refused + 5
+
+
+def test_text_dump_to_a_stdout_that_is_not_utf8_is_encoded_as_text_is(tmp_path):
+    """The compiled renderer writes UTF-8 beneath the text layer: only where that is stdout's
+    encoding. Elsewhere text goes through the layer (here Latin-1, with backslash escapes)."""
+    partition = GOLDEN / "logs" / "golden-v2-mixed-0"
+    outcomes = []
+    for mode in ("never", "always"):
+        environment = {**os.environ, "PYTHONIOENCODING": "latin-1", bulk_scan.MODE_VARIABLE: mode}
+        proc = subprocess.run([sys.executable, "-m", "kafkalog_tools", "dump", "--format", "text", "-d", "-p",
+                               str(partition)], capture_output=True, env=environment, timeout=300)
+        outcomes.append((proc.returncode, proc.stdout))
+    assert outcomes[0] == outcomes[1] and outcomes[0][0] == 0
+    assert b"\xe9\\u4e2d\\u20ac" in outcomes[0][1]  # "é中€": é in Latin-1, the others escaped
+
+
+def test_text_of_legacy_runs_is_the_per_batch_text(monkeypatch):
+    """A library caller's runs may hold V0/V1 messages (the CLI's text does not ask for them): the
+    renderer hands each back and prints what the per-batch path prints."""
+    from kafkalog_tools.output import dumplog_text
+
+    paths = [str(GOLDEN / "logs" / name) for name in ("golden-v0-0", "golden-v1-0")]
+    rendered = {}
+    for mode in ("never", "always"):
+        monkeypatch.setenv(bulk_scan.MODE_VARIABLE, mode)
+        rendered[mode] = b"".join(
+            dumplog_text.run_block(item, print_data=True, skip_metadata=False, decompress_limit=codecs.DEFAULT_LIMIT)
+            if type(item) is d.BatchRun else
+            "".join(line + "\n" for line in dumplog_text.lines(item, print_data=True, max_bytes_given=False)).encode()
+            for item in d.dump(paths, d.DumpOptions(deep=True, print_data=True, batch_runs=True)))
+    assert rendered["always"] == rendered["never"] and rendered["never"].count(b"\n| offset: ") > 100
+    assert batches_in_runs(monkeypatch, paths, deep=True)[0] > 100

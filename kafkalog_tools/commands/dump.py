@@ -108,10 +108,12 @@ def command(paths, output_format, deep_iteration, print_data_log, skip_record_me
                                 dataclasses.replace(options, deep=True),
                                 bytes_mode, master, conf, output))
     output_format = choose_format(output_format)
-    options.batch_runs = output_format == "json"  # only JSON Lines renders BatchRun items
+    writer = LineWriter()
+    # JSON Lines renders BatchRun items, and text where its bytes are UTF-8 (as they are written beneath)
+    options.batch_runs = output_format == "json" or (output_format == "text" and writer.utf8)
+    options.legacy_runs = output_format == "json"
     problems = 0
     unreadable = 0  # paths that cannot be read at all: an I/O error (exit 2), as InputError is everywhere
-    writer = LineWriter()
     table = None
     if output_format == "table":
         from ..output.table import TableRenderer
@@ -128,6 +130,9 @@ def command(paths, output_format, deep_iteration, print_data_log, skip_record_me
         problems += problem
         if json_output:
             write_block(jsonl.block(item, bytes_mode))
+        elif type(item) is d.BatchRun:
+            write_block(dumplog_text.run_block(item, print_data=options.print_data, skip_metadata=skip_record_metadata,
+                                               decompress_limit=max_decompressed))
         elif isinstance(item, d.Problem):
             if table:
                 table.flush()

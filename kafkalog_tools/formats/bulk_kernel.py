@@ -27,9 +27,11 @@ from .bulk_scan import (ATTRIBUTES, BASE_OFFSET, BASE_SEQUENCE, BASE_TIMESTAMP, 
                         RECORD_COLUMNS, RECOVERY_STATE, R_FIRST_HEADER, R_HEADER_COUNT, R_KEY_LENGTH, R_KEY_START,
                         R_OFFSET, R_SEQUENCE, R_SIZE, R_TIMESTAMP, R_VALUE_LENGTH, R_VALUE_START, SIZE,
                         SMALLEST_LEGACY_ENTRY, TIME_ENTRIES, VALID_BYTES)
-from .bulk_scan import (B_ATTRIBUTES, B_COUNT, B_IN_PAYLOADS, B_MAGIC, B_POSITION, RENDER_BATCH, RENDER_RECORD,
-                        RENDER_REFUSED, RENDER_STATE, RENDER_WRITTEN, RUN_BATCH_FIELDS, TEXTS, T_BASE64, T_BATCH,
-                        T_CODEC, T_FALSE, T_HEADER, T_LEGACY, T_NULL, T_RECORD, T_TIMESTAMP_TYPE, T_TRUE, T_UTF8)
+from .bulk_scan import (B_ATTRIBUTES, B_BASE_TIMESTAMP, B_COUNT, B_IN_PAYLOADS, B_MAGIC, B_POSITION, DUMPLOG_TEXTS,
+                        D_BATCH, D_CODEC, D_FALSE, D_KEY, D_OPTIONAL, D_PAYLOAD, D_RECORD, D_TIMESTAMP_TYPE, D_TRUE,
+                        RENDER_BATCH, RENDER_RECORD, RENDER_REFUSED, RENDER_STATE, RENDER_WRITTEN, RUN_BATCH_FIELDS,
+                        TEXTS, T_BASE64, T_BATCH, T_CODEC, T_FALSE, T_HEADER, T_LEGACY, T_NULL, T_RECORD,
+                        T_TIMESTAMP_TYPE, T_TRUE, T_UTF8)
 from ..codecs import lz4_codec
 from . import legacy
 from .record_batch import (ATTR_CODEC, ATTR_CONTROL, ATTR_DELETE_HORIZON, ATTR_LOG_APPEND_TIME,
@@ -1118,27 +1120,38 @@ def _put_string(out, op, data, start, length):
                 op += 1
             i += 1
             continue
-        if byte < 0xC2:
+        length = _utf8_sequence(data, i, end)
+        if length < 0:
             return -1
-        if byte < 0xE0:
-            more, low, high = 1, 0x80, 0xBF
-        elif byte < 0xF0:
-            more, low, high = 2, 0xA0 if byte == 0xE0 else 0x80, 0x9F if byte == 0xED else 0xBF
-        elif byte < 0xF5:
-            more, low, high = 3, 0x90 if byte == 0xF0 else 0x80, 0x8F if byte == 0xF4 else 0xBF
-        else:
-            return -1
-        if end - i <= more or not low <= data[i + 1] <= high:
-            return -1
-        for k in range(2, more + 1):
-            if data[i + k] & 0xC0 != 0x80:
-                return -1
-        for k in range(more + 1):
+        for k in range(length):
             out[op + k] = data[i + k]
-        op += more + 1
-        i += more + 1
+        op += length
+        i += length
     out[op] = 34
     return op + 1
+
+
+@_jit
+def _utf8_sequence(data, i, end):
+    """The bytes of the character of two to four that starts at data[i] (a lead byte, >= 0x80), or
+    -1 where Python's strict UTF-8 decoder refuses it: overlong, a surrogate, past U+10FFFF, cut short."""
+    byte = data[i]
+    if byte < 0xC2:
+        return -1
+    if byte < 0xE0:
+        more, low, high = 1, 0x80, 0xBF
+    elif byte < 0xF0:
+        more, low, high = 2, 0xA0 if byte == 0xE0 else 0x80, 0x9F if byte == 0xED else 0xBF
+    elif byte < 0xF5:
+        more, low, high = 3, 0x90 if byte == 0xF0 else 0x80, 0x8F if byte == 0xF4 else 0xBF
+    else:
+        return -1
+    if end - i <= more or not low <= data[i + 1] <= high:
+        return -1
+    for k in range(2, more + 1):
+        if data[i + k] & 0xC0 != 0x80:
+            return -1
+    return more + 1
 
 
 @_jit
@@ -1321,6 +1334,160 @@ def render_each(segment, payloads, batches, records, headers, legacy, deep, is_l
     return 0
 
 
+_DUMPLOG_BATCH = 18
+"""Fields of a V2 batch line of kafka-dump-log's text (`dumplog_text.batch_line`)."""
+_DUMPLOG_BATCH_FIELDS = np.array([RUN_BATCH_FIELDS.index(name) for name in (
+    "base_offset", "last_offset", "count", "base_sequence", "last_sequence", "producer_id", "producer_epoch",
+    "partition_leader_epoch", "attributes", "attributes", "base_timestamp", "position", "attributes",
+    "max_timestamp", "size", "magic", "attributes", "crc")], dtype=np.int64)
+"""The run row behind each of its fields (`_put_dumplog_batch` writes the texts among them itself)."""
+
+
+@_jit
+def _put_utf8(out, op, data, start, length):
+    """data[start:start + length] as it is, where Python's strict UTF-8 decoder takes it (Java's
+    decoder then reads the same text); -1 where it refuses it. Writes `length` bytes."""
+    i, end = start, start + length
+    while i < end:
+        if end - i >= 8 and _word_at(data, i) & _HIGH_BITS == np.uint64(0):
+            i += 8
+        elif data[i] < 0x80:
+            i += 1
+        else:
+            sequence = _utf8_sequence(data, i, end)
+            if sequence < 0:
+                return -1
+            i += sequence
+    _copy(out, op, data, start, length)
+    return op + length
+
+
+@_jit
+def _put_dumplog_batch(out, op, batches, b, texts, bounds):
+    """A V2 batch line, as `dumplog_text.batch_line` writes it (a run's CRCs are valid)."""
+    attributes = batches[B_ATTRIBUTES, b]
+    for field in range(_DUMPLOG_BATCH):
+        op = _put_text(out, op, texts, bounds, D_BATCH + field)
+        if field == 8:
+            op = _put_text(out, op, texts, bounds, D_TRUE if attributes & ATTR_TRANSACTIONAL else D_FALSE)
+        elif field == 9:
+            op = _put_text(out, op, texts, bounds, D_TRUE if attributes & ATTR_CONTROL else D_FALSE)
+        elif field == 10 and attributes & ATTR_DELETE_HORIZON:
+            op = _put_text(out, op, texts, bounds, D_OPTIONAL + 1)
+            op = _put_int(out, op, batches[B_BASE_TIMESTAMP, b])
+            op = _put_text(out, op, texts, bounds, D_OPTIONAL + 2)
+        elif field == 10:
+            op = _put_text(out, op, texts, bounds, D_OPTIONAL)
+        elif field == 12:
+            op = _put_text(out, op, texts, bounds, D_TIMESTAMP_TYPE + (1 if attributes & ATTR_LOG_APPEND_TIME else 0))
+        elif field == 16:
+            op = _put_text(out, op, texts, bounds, D_CODEC + (attributes & ATTR_CODEC))
+        else:
+            op = _put_int(out, op, batches[_DUMPLOG_BATCH_FIELDS[field], b])
+    op = _put_text(out, op, texts, bounds, D_BATCH + _DUMPLOG_BATCH)
+    out[op] = 10
+    return op + 1
+
+
+@_jit
+def _put_dumplog_record(out, op, records, r, headers, data, timestamp_type, print_data, skip_metadata, texts, bounds):
+    """A record line of a V2 batch that is not a control batch, as `dumplog_text.record_line` writes
+    it; -1 where a key, value or header key is not UTF-8 (Java replaces what does not decode)."""
+    if not skip_metadata:
+        op = _put_text(out, op, texts, bounds, D_RECORD)
+        op = _put_int(out, op, records[R_OFFSET, r])
+        op = _put_text(out, op, texts, bounds, D_RECORD + 1)
+        op = _put_text(out, op, texts, bounds, D_TIMESTAMP_TYPE + timestamp_type)
+        for field in range(2, 6):
+            op = _put_text(out, op, texts, bounds, D_RECORD + field)
+            op = _put_int(out, op, records[_DUMPLOG_RECORD_FIELDS[field], r])
+        op = _put_text(out, op, texts, bounds, D_RECORD + 6)
+        first = records[R_FIRST_HEADER, r]
+        for h in range(first, first + records[R_HEADER_COUNT, r]):
+            if h > first:
+                out[op] = 44  # ','
+                op += 1
+            if headers[H_KEY_LENGTH, h] < 0:
+                return -1
+            op = _put_utf8(out, op, data, headers[H_KEY_START, h], headers[H_KEY_LENGTH, h])
+            if op < 0:
+                return -1
+        op = _put_text(out, op, texts, bounds, D_RECORD + 7)
+    if print_data and records[R_KEY_LENGTH, r] >= 0:
+        op = _put_text(out, op, texts, bounds, D_KEY + (1 if skip_metadata else 0))
+        op = _put_utf8(out, op, data, records[R_KEY_START, r], records[R_KEY_LENGTH, r])
+        if op < 0:
+            return -1
+    if print_data and records[R_VALUE_LENGTH, r] >= 0:
+        op = _put_text(out, op, texts, bounds, D_PAYLOAD)
+        op = _put_utf8(out, op, data, records[R_VALUE_START, r], records[R_VALUE_LENGTH, r])
+        if op < 0:
+            return -1
+    out[op] = 10
+    return op + 1
+
+
+_DUMPLOG_RECORD_FIELDS = np.array([R_OFFSET, R_TIMESTAMP, R_TIMESTAMP, R_KEY_LENGTH, R_VALUE_LENGTH, R_SEQUENCE],
+                                  dtype=np.int64)
+"""The record row behind a record line's int fields 2 to 5 (0 and 1 are written before them)."""
+
+
+@_jit
+def _dumplog_record_bound(records, r, headers, fixed, widest):
+    """The most bytes `_put_dumplog_record` can write for record r (and `_copy`'s 15 past the end)."""
+    need = fixed + 8 * widest + max(records[R_KEY_LENGTH, r], 0) + max(records[R_VALUE_LENGTH, r], 0) + 17
+    first = records[R_FIRST_HEADER, r]
+    for h in range(first, first + records[R_HEADER_COUNT, r]):
+        need += max(headers[H_KEY_LENGTH, h], 0) + 1
+    return need
+
+
+@_jit
+def render_dumplog_each(segment, payloads, batches, records, headers, deep, print_data, skip_metadata, texts,
+                        bounds, out, state):
+    """`render_each` for kafka-dump-log's text: the lines of a run's V2 batches and (`deep`) their
+    records, whole batches at a time, until the next does not fit or is one it leaves to Python
+    (state[RENDER_REFUSED] = 1): a V0/V1 message, a control batch, a key, value or header key that
+    is not UTF-8. `texts`[bounds[k]:bounds[k + 1]] is the k-th of `bulk_scan.DUMPLOG_PIECES`."""
+    widest = _INT_WIDTH
+    for k in range(D_CODEC, DUMPLOG_TEXTS):
+        widest = max(widest, bounds[k + 1] - bounds[k])
+    batch_fixed = bounds[D_BATCH + _DUMPLOG_BATCH + 1] - bounds[D_BATCH] + 2 * widest
+    record_fixed = bounds[D_PAYLOAD + 1] - bounds[D_RECORD]
+    b, r, op = state[RENDER_BATCH], state[RENDER_RECORD], 0
+    capacity = len(out)
+    state[RENDER_REFUSED] = 0
+    while b < batches.shape[1]:
+        attributes = batches[B_ATTRIBUTES, b]
+        if batches[B_MAGIC, b] != 2 or attributes & ATTR_CONTROL:
+            state[RENDER_REFUSED] = 1
+            break
+        batch_start, batch_record = op, r
+        if op + batch_fixed + _DUMPLOG_BATCH * widest + 17 > capacity:
+            break
+        op = _put_dumplog_batch(out, op, batches, b, texts, bounds)
+        count = batches[B_COUNT, b]
+        if deep and count > 0:
+            data = payloads if batches[B_IN_PAYLOADS, b] != 0 else segment
+            timestamp_type = 1 if attributes & ATTR_LOG_APPEND_TIME else 0
+            stop = r + count
+            while r < stop:
+                if op + _dumplog_record_bound(records, r, headers, record_fixed, widest) > capacity:
+                    break
+                op = _put_dumplog_record(out, op, records, r, headers, data, timestamp_type, print_data, skip_metadata,
+                                         texts, bounds)
+                if op < 0:
+                    state[RENDER_REFUSED] = 1
+                    break
+                r += 1
+            if r < stop:
+                op, r = batch_start, batch_record
+                break
+        b += 1
+    state[RENDER_BATCH], state[RENDER_RECORD], state[RENDER_WRITTEN] = b, r, op
+    return 0
+
+
 # ---------------------------------------------------------------------------------------------
 # The entry points: C signatures over the kernels above, for `bulk_native` to call with ctypes.
 # Arrays arrive as pointers with their sizes; tuples leave through `out`.
@@ -1410,9 +1577,23 @@ def _render_entry(segment, segment_length, payloads, payloads_length, batches, b
                        base64_only != 0, carray(out, (out_length,)), carray(state, (RENDER_STATE,)))
 
 
+@njit(_I64(_BYTES, _I64, _BYTES, _I64, _LONGS, _I64, _LONGS, _I64, _LONGS, _I64, _I64, _I64, _I64, _BYTES, _I64,
+           _LONGS, _BYTES, _I64, _LONGS), nogil=True)
+def _dumplog_entry(segment, segment_length, payloads, payloads_length, batches, batch_count, records, record_count,
+                   headers, header_count, deep, print_data, skip_metadata, texts, texts_length, bounds, out, out_length,
+                   state):
+    return render_dumplog_each(carray(segment, (segment_length,)), carray(payloads, (payloads_length,)),
+                               carray(batches, (len(RUN_BATCH_FIELDS), batch_count)),
+                               carray(records, (len(RECORD_COLUMNS), record_count)),
+                               carray(headers, (len(HEADER_COLUMNS), header_count)), deep != 0, print_data != 0,
+                               skip_metadata != 0, carray(texts, (texts_length,)), carray(bounds, (DUMPLOG_TEXTS + 1,)),
+                               carray(out, (out_length,)), carray(state, (RENDER_STATE,)))
+
+
 ENTRIES = {"scan": _scan_entry, "scan_legacy": _scan_legacy_entry, "agree_each": _agree_entry, "recovery_index": _recovery_entry,
            "decode_each": _decode_entry, "decode_legacy_each": _decode_legacy_entry,
-           "lz4_each": _lz4_entry, "render_each": _render_entry}
+           "lz4_each": _lz4_entry, "render_each": _render_entry,
+           "render_dumplog_each": _dumplog_entry}
 """The object's exported functions, each named `kafkalog_<key>`."""
 _UNREACHABLE = """
 define void @NRT_MemInfo_call_dtor(ptr %meminfo) {

@@ -30,8 +30,8 @@ from pathlib import Path
 import numpy as np
 
 from . import elf_object
-from .bulk_scan import (CAPACITY, COLUMNS, HEADER_COLUMNS, LEGACY_RECORD_COLUMNS, RECORD_COLUMNS, RECOVERY_STATE,
-                        RENDER_BATCH, RENDER_RECORD, RENDER_STATE, RUN_BATCH_FIELDS, TEXTS)
+from .bulk_scan import (CAPACITY, COLUMNS, DUMPLOG_TEXTS, HEADER_COLUMNS, LEGACY_RECORD_COLUMNS, RECORD_COLUMNS,
+                        RECOVERY_STATE, RENDER_BATCH, RENDER_RECORD, RENDER_STATE, RUN_BATCH_FIELDS, TEXTS)
 
 CACHE_VARIABLE = "KAFKALOG_KERNEL_CACHE"
 """A directory for the compiled kernels, instead of `__pycache__` or ~/.cache/kafkalog-tools."""
@@ -235,6 +235,8 @@ _SIGNATURES = {  # bulk_kernel.ENTRIES, in their argument order
     "lz4_each": (_POINTER, _I64, _POINTER, _POINTER, _I64, _I64, _POINTER, _I64, _POINTER, _POINTER),
     "render_each": (_POINTER, _I64, _POINTER, _I64, _POINTER, _I64, _POINTER, _I64, _POINTER, _I64, _POINTER, _I64,
                     _I64, _POINTER, _I64, _POINTER, _I64, _POINTER, _I64, _POINTER),
+    "render_dumplog_each": (_POINTER, _I64, _POINTER, _I64, _POINTER, _I64, _POINTER, _I64, _POINTER, _I64, _I64, _I64,
+                            _I64, _POINTER, _I64, _POINTER, _POINTER, _I64, _POINTER),
 }
 
 
@@ -372,6 +374,20 @@ class NativeKernel:
                    _address(headers, np.int64, len(HEADER_COLUMNS)), headers.shape[1],
                    _address(rows, np.int64, len(LEGACY_RECORD_COLUMNS)), int(deep), int(legacy is not None),
                    _address(texts, np.uint8), texts.size, _address(bounds, np.int64), int(base64_only),
+                   _address(out, np.uint8, writable=True), out.size, _address(state, np.int64, writable=True))
+
+    def render_dumplog_each(self, segment, payloads, batches, records, headers, deep: bool, print_data: bool,
+                            skip_metadata: bool, texts, bounds, out, state) -> None:
+        """bulk_kernel.render_dumplog_each: as `render_each`, for kafka-dump-log's text."""
+        count = records.shape[1]
+        if not (bounds.size == DUMPLOG_TEXTS + 1 and bounds[-1] <= texts.size and state.size == RENDER_STATE
+                and 0 <= state[RENDER_BATCH] <= batches.shape[1] and 0 <= state[RENDER_RECORD] <= count):
+            raise ValueError(f"bulk kernel: render_dumplog_each over {batches.shape[1]} batches, {count} records")
+        self._call("render_dumplog_each", _address(segment, np.uint8), segment.size, _address(payloads, np.uint8),
+                   payloads.size, _address(batches, np.int64, len(RUN_BATCH_FIELDS)), batches.shape[1],
+                   _address(records, np.int64, len(RECORD_COLUMNS)), count,
+                   _address(headers, np.int64, len(HEADER_COLUMNS)), headers.shape[1], int(deep), int(print_data),
+                   int(skip_metadata), _address(texts, np.uint8), texts.size, _address(bounds, np.int64),
                    _address(out, np.uint8, writable=True), out.size, _address(state, np.int64, writable=True))
 
     def _call(self, name: str, *arguments) -> int:

@@ -5,6 +5,7 @@ pre-rendered lines (kafka-dump-log text) to the writers here.
 """
 from __future__ import annotations
 
+import codecs
 import json
 import select
 import sys
@@ -49,6 +50,12 @@ class LineWriter:
         self.binary = getattr(self.stream, "buffer", None)
         self.text_written = False
         """Since the text layer was last flushed: it must be before bytes go beneath it."""
+
+    @property
+    def utf8(self) -> bool:
+        """Whether UTF-8 bytes written beneath the text layer (`write_block`) are what it would write."""
+        encoding = getattr(self.stream, "encoding", None)
+        return self.binary is not None and encoding is not None and codecs.lookup(encoding).name == "utf-8"
 
     def write_lines(self, lines: Iterable[str]) -> None:
         lines = lines if isinstance(lines, list) else list(lines)

@@ -9,10 +9,13 @@ Only stdout lines are produced here; problems are rendered by the command on std
 """
 from __future__ import annotations
 
+import functools
 import os
 
+from .. import codecs
 from .. import dump as d
-from ..formats.batch import Batch, Record
+from ..formats import bulk_scan, legacy, record_batch
+from ..formats.batch import TIMESTAMP_TYPES, Batch, Record
 from .java_text import decode_utf8
 
 RECORD_INDENT = "|"
@@ -130,3 +133,85 @@ def lines(item, *, print_data: bool, max_bytes_given: bool, skip_metadata: bool 
     if isinstance(item, d.Trailing):
         return [] if max_bytes_given else [f"Found {item.size} invalid bytes at the end of {os.path.basename(item.path)}"]
     return []
+
+
+# ---------------------------------------------------------------------------------------------
+# Runs of batches (`dump.BatchRun`), written by compiled code
+# ---------------------------------------------------------------------------------------------
+
+_RUN_BUFFER = 1 << 20
+
+
+def run_block(run: d.BatchRun, *, print_data: bool, skip_metadata: bool, decompress_limit: int) -> bytes | memoryview:
+    """`lines` of each batch of a run and (with deep iteration) its records, as UTF-8 with a newline
+    after each line: written by the compiled `render_dumplog_each` from `_texts`. A batch it leaves
+    (a V0/V1 message, a control batch, a key, value or header key that is not UTF-8) is read again
+    and printed by `lines`, as the per-batch path prints it."""
+    import numpy as np
+
+    kernel = bulk_scan.kernel()
+    batches = np.ascontiguousarray(run.batches)
+    deep = run.records is not None
+    count = batches.shape[1]
+    records = (np.ascontiguousarray(run.records) if deep
+               else np.empty((len(bulk_scan.RECORD_COLUMNS), 0), dtype=np.int64))
+    headers = (np.empty((len(bulk_scan.HEADER_COLUMNS), 0), dtype=np.int64) if run.headers is None
+               else np.ascontiguousarray(run.headers))
+    texts, bounds = _texts()
+    payloads = np.frombuffer(run.payloads, dtype=np.uint8)
+    state = np.zeros(bulk_scan.RENDER_STATE, dtype=np.int64)
+    size = _run_size(batches, records, payloads)
+    parts = []
+    while state[bulk_scan.RENDER_BATCH] < count:
+        out = np.empty(size, dtype=np.uint8)  # a new one each call: the parts are views of the ones before
+        kernel.render_dumplog_each(run.pin, payloads, batches, records, headers, deep, print_data, skip_metadata, texts,
+                                   bounds, out, state)
+        written, b = int(state[bulk_scan.RENDER_WRITTEN]), int(state[bulk_scan.RENDER_BATCH])
+        parts.append(memoryview(out)[:written])
+        if state[bulk_scan.RENDER_REFUSED]:
+            parts.append(_one_by_one(run, b, print_data, skip_metadata, decompress_limit))
+            state[bulk_scan.RENDER_BATCH] = b + 1
+            state[bulk_scan.RENDER_RECORD] += max(int(batches[bulk_scan.B_COUNT, b]), 0) if deep else 0
+        elif not written:  # a batch whose lines may not fit in the buffer
+            size *= 2
+    return parts[0] if len(parts) == 1 else b"".join(parts)
+
+
+def _run_size(batches, records, payloads) -> int:
+    """A buffer for a run's lines that one call nearly always fills: the bytes they come from and
+    room for each line's names and numbers."""
+    return max(_RUN_BUFFER, int(batches[bulk_scan.B_SIZE].sum()) + payloads.size
+               + 512 * (batches.shape[1] + records.shape[1]))
+
+
+def _one_by_one(run: d.BatchRun, b: int, print_data: bool, skip_metadata: bool, decompress_limit: int) -> bytes:
+    """Batch b of a run as the per-batch path prints it: read again from the segment."""
+    position, size = int(run.batches[bulk_scan.B_POSITION, b]), int(run.batches[bulk_scan.B_SIZE, b])
+    if run.batches[bulk_scan.B_MAGIC, b] == 2:
+        batch = record_batch.parse_batch(run.segment, position, run.path, decompress_limit)
+    else:
+        batch = legacy.parse_batch(run.segment, position, position + size, run.path, decompress_limit)
+    item = d.BatchItem(batch, list(batch.records()) if run.records is not None else None)
+    text = lines(item, print_data=print_data, max_bytes_given=False, skip_metadata=skip_metadata)
+    return "".join(line + "\n" for line in text).encode("utf-8", "backslashreplace")
+
+
+@functools.cache
+def _texts():
+    """`bulk_scan.DUMPLOG_PIECES`: (texts, bounds) as numpy arrays."""
+    import numpy as np
+
+    pieces = ["baseOffset: ", " lastOffset: ", " count: ", " baseSequence: ", " lastSequence: ", " producerId: ",
+              " producerEpoch: ", " partitionLeaderEpoch: ", " isTransactional: ", " isControl: ",
+              " deleteHorizonMs: ", " position: ", " ", ": ", " size: ", " magic: ", " compresscodec: ", " crc: ",
+              " isvalid: true",
+              f"{RECORD_INDENT} offset: ", " ", ": ", " keySize: ", " valueSize: ", " sequence: ", " headerKeys: [", "]",
+              " key: ", f"{RECORD_INDENT} key: ", " payload: ",
+              *(codecs.name_of(codec_id) for codec_id in range(8)),
+              *(TIMESTAMP_TYPES[code] for code in (0, 1, -1)),
+              _bool(True), _bool(False), _optional_long(None), "OptionalLong[", "]"]
+    if len(pieces) != bulk_scan.DUMPLOG_TEXTS:
+        raise AssertionError(f"{len(pieces)} texts for render_dumplog_each, not {bulk_scan.DUMPLOG_TEXTS}")
+    encoded = [piece.encode() for piece in pieces]
+    return (np.frombuffer(b"".join(encoded) + bytes(16), dtype=np.uint8),  # (copied 16 bytes at a time)
+            np.cumsum([0, *map(len, encoded)], dtype=np.int64))
