@@ -42,11 +42,11 @@ MODES = [(flags, bytes_mode) for flags in (["-d"], []) for bytes_mode in ("auto"
 MODE_IDS = [f"{'deep' if flags else 'shallow'}-{bytes_mode}" for flags, bytes_mode in MODES]
 
 
-def dump_both_ways(monkeypatch, paths: list[str], *args: str) -> bytes:
+def dump_both_ways(monkeypatch, paths: list[str], *args: str, output_format: str = "json") -> bytes:
     outcomes = []
     for mode in ("never", "always"):
         monkeypatch.setenv(bulk_scan.MODE_VARIABLE, mode)
-        result = CliRunner().invoke(cli, ["dump", "--format", "json", *args, *paths], catch_exceptions=False)
+        result = CliRunner().invoke(cli, ["dump", "--format", output_format, *args, *paths], catch_exceptions=False)
         outcomes.append((result.exit_code, result.stdout_bytes, result.stderr))
     assert outcomes[1][1] == outcomes[0][1]
     assert outcomes[1] == outcomes[0]
@@ -580,14 +580,7 @@ def text_both_ways(monkeypatch, paths: list[str], *args: str) -> tuple[bytes, in
     calls = []
     monkeypatch.setattr(KERNEL, "render_dumplog_each", lambda *arguments: calls.append(1) or type(
         KERNEL).render_dumplog_each(KERNEL, *arguments))
-    outcomes = []
-    for mode in ("never", "always"):
-        monkeypatch.setenv(bulk_scan.MODE_VARIABLE, mode)
-        result = CliRunner().invoke(cli, ["dump", "--format", "text", *args, *paths], catch_exceptions=False)
-        outcomes.append((result.exit_code, result.stdout_bytes, result.stderr))
-    assert outcomes[1][1] == outcomes[0][1]
-    assert outcomes[1] == outcomes[0]
-    return outcomes[0][1], len(calls)
+    return dump_both_ways(monkeypatch, paths, *args, output_format="text"), len(calls)
 
 
 @pytest.mark.parametrize("flags", TEXT_FLAGS, ids=" ".join)
