@@ -102,7 +102,7 @@ def main(argv: list[str] | None = None) -> None:
 
 def run() -> None:
     """The console script: `main`, then out of the process at once. Python's own teardown frees
-    every module's objects one by one (numpy's among them): 60-100 ms here, a tenth of verifying a
+    every module's objects one by one (numpy's among them): 50-100 ms here, a tenth of verifying a
     GiB. What that teardown is for still happens first: `atexit` handlers run and our output is
     flushed. Output that cannot be flushed (a full disk) is an I/O error, exit 2, without Python's
     "Exception ignored" after it. A run that started Spark exits the normal way (py4j's and Spark's
