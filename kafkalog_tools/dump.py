@@ -104,8 +104,6 @@ class DumpOptions:
     """Runs of clean V2 batches or V0/V1 messages may come as `BatchRun` items, read in bulk by compiled
     code (`bulk_scan`), where no filter or payload decoder applies. The JSON Lines and text renderers
     read them."""
-    legacy_runs: bool = True
-    """Whether those runs may hold V0/V1 messages (the text renderer prints those one by one)."""
 
     @property
     def decode_records(self) -> bool:
@@ -419,10 +417,9 @@ def _dump_log(path: str, kind: str, options: DumpOptions, topic: str | None, act
         filters = options.filters
         # hoisted out of the per-batch loop: with one small record per batch these checks cost as much as the decode
         filtering, on_records, decode_records = filters.any_set, filters.on_records, options.decode_records
-        bulk = _BulkDump(segment, decode_records, options.legacy_runs) if (
+        bulk = _BulkDump(segment, decode_records) if (
             options.batch_runs and not filtering and decoder is None
-            and bulk_scan.wanted(segment.buffer, segment.end, decode_records, bulk_scan.DUMP_COSTS,
-                                 legacy=options.legacy_runs)
+            and bulk_scan.wanted(segment.buffer, segment.end, decode_records, bulk_scan.DUMP_COSTS, legacy=True)
         ) else None
         position, budget = 0, None
         while True:
@@ -490,13 +487,11 @@ class _BulkDump:
     RECORDS = 1 << 14
     """Initial record and header rows (grown as needed)."""
 
-    def __init__(self, segment: SegmentFile, decode_records: bool, legacy_runs: bool = True):
+    def __init__(self, segment: SegmentFile, decode_records: bool):
         import numpy as np
 
         self.np = np
         self.segment = segment
-        self.legacy_runs = legacy_runs
-        """Without, V0/V1 messages are handed back like anything else the scan stops before."""
         self.decode_records = decode_records
         self.reader = bulk_scan.Reader(segment, self.STEP)
         self.decode_each = bulk_scan.records_kernel()
@@ -569,10 +564,7 @@ class _BulkDump:
         columns = self.columns
         magic = int(self.view[position + MAGIC_OFFSET]) if position + MAGIC_OFFSET < self.segment.end else 2
         legacy_floor = 0 if magic < 2 else None  # (dump takes a wrapper's base offset from its records)
-        if legacy_floor is not None and not self.legacy_runs:
-            n, after, self.stopped = 0, position, True
-        else:
-            n, after, self.stopped = self.reader.read(position, False, legacy_floor)
+        n, after, self.stopped = self.reader.read(position, False, legacy_floor)
         self.row, self.n, self.after, self.payloads = 0, n, after, b""
         self.decoded, self.legacy_records = False, None
         if not n:

@@ -670,8 +670,8 @@ def test_text_dump_to_a_stdout_that_is_not_utf8_is_encoded_as_text_is(tmp_path):
 
 
 def test_text_of_legacy_runs_is_the_per_batch_text(monkeypatch):
-    """A library caller's runs may hold V0/V1 messages (the CLI's text does not ask for them): the
-    renderer hands each back and prints what the per-batch path prints."""
+    """Runs of V0/V1 messages, rendered one run at a time by a library caller: what the per-batch
+    path prints (V0's NoTimestampType, the `isValid` and `crc` of each record, Kafka's stray `}`)."""
     from kafkalog_tools.output import dumplog_text
 
     paths = [str(GOLDEN / "logs" / name) for name in ("golden-v0-0", "golden-v1-0")]
@@ -685,3 +685,25 @@ def test_text_of_legacy_runs_is_the_per_batch_text(monkeypatch):
             for item in d.dump(paths, d.DumpOptions(deep=True, print_data=True, batch_runs=True)))
     assert rendered["always"] == rendered["never"] and rendered["never"].count(b"\n| offset: ") > 100
     assert batches_in_runs(monkeypatch, paths, deep=True)[0] > 100
+
+
+def test_text_renderer_refuses_records_of_v0_v1_messages_without_their_rows(monkeypatch):
+    """The kernel reads each V0/V1 record's CRC from the rows beside it, unchecked: without them
+    the call is refused before it runs."""
+    import numpy as np
+
+    from kafkalog_tools.output import dumplog_text
+
+    monkeypatch.setenv(bulk_scan.MODE_VARIABLE, "always")
+    [run, *_] = [item for item in d.dump([str(GOLDEN / "logs" / "golden-v1-0")], d.DumpOptions(deep=True,
+                                                                                                 batch_runs=True))
+                 if type(item) is d.BatchRun]
+    texts, bounds = dumplog_text._texts()
+    arguments = (run.pin, np.frombuffer(run.payloads, dtype=np.uint8), np.ascontiguousarray(run.batches),
+                 np.ascontiguousarray(run.records), np.empty((len(bulk_scan.HEADER_COLUMNS), 0), dtype=np.int64))
+    state, out = np.zeros(bulk_scan.RENDER_STATE, dtype=np.int64), np.empty(1 << 20, dtype=np.uint8)
+    with pytest.raises(ValueError, match="bulk kernel"):
+        KERNEL.render_dumplog_each(*arguments, None, True, True, False, texts, bounds, out, state)
+    KERNEL.render_dumplog_each(*arguments, np.ascontiguousarray(run.legacy), True, True, False, texts, bounds, out,
+                               state)
+    assert state[bulk_scan.RENDER_BATCH] > 0 and state[bulk_scan.RENDER_WRITTEN] > 0  # (up to a value not UTF-8)

@@ -111,7 +111,6 @@ def command(paths, output_format, deep_iteration, print_data_log, skip_record_me
     writer = LineWriter()
     # JSON Lines renders BatchRun items, and text where its bytes are UTF-8 (as they are written beneath)
     options.batch_runs = output_format == "json" or (output_format == "text" and writer.utf8)
-    options.legacy_runs = output_format == "json"
     problems = 0
     unreadable = 0  # paths that cannot be read at all: an I/O error (exit 2), as InputError is everywhere
     table = None

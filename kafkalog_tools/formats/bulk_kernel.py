@@ -27,11 +27,11 @@ from .bulk_scan import (ATTRIBUTES, BASE_OFFSET, BASE_SEQUENCE, BASE_TIMESTAMP, 
                         RECORD_COLUMNS, RECOVERY_STATE, R_FIRST_HEADER, R_HEADER_COUNT, R_KEY_LENGTH, R_KEY_START,
                         R_OFFSET, R_SEQUENCE, R_SIZE, R_TIMESTAMP, R_VALUE_LENGTH, R_VALUE_START, SIZE,
                         SMALLEST_LEGACY_ENTRY, TIME_ENTRIES, VALID_BYTES)
-from .bulk_scan import (B_ATTRIBUTES, B_BASE_TIMESTAMP, B_COUNT, B_IN_PAYLOADS, B_MAGIC, B_POSITION, DUMPLOG_TEXTS,
-                        D_BATCH, D_CODEC, D_FALSE, D_KEY, D_OPTIONAL, D_PAYLOAD, D_RECORD, D_TIMESTAMP_TYPE, D_TRUE,
-                        RENDER_BATCH, RENDER_RECORD, RENDER_REFUSED, RENDER_STATE, RENDER_WRITTEN, RUN_BATCH_FIELDS,
-                        TEXTS, T_BASE64, T_BATCH, T_CODEC, T_FALSE, T_HEADER, T_LEGACY, T_NULL, T_RECORD,
-                        T_TIMESTAMP_TYPE, T_TRUE, T_UTF8)
+from .bulk_scan import (B_ATTRIBUTES, B_BASE_TIMESTAMP, B_COUNT, B_IN_PAYLOADS, B_LAST_OFFSET, B_MAGIC, B_POSITION,
+                        DUMPLOG_TEXTS, D_BATCH, D_CODEC, D_FALSE, D_KEY, D_LEGACY, D_OPTIONAL, D_PAYLOAD, D_RECORD,
+                        D_TIMESTAMP_TYPE, D_TRUE, RENDER_BATCH, RENDER_RECORD, RENDER_REFUSED, RENDER_STATE,
+                        RENDER_WRITTEN, RUN_BATCH_FIELDS, TEXTS, T_BASE64, T_BATCH, T_CODEC, T_FALSE, T_HEADER,
+                        T_LEGACY, T_NULL, T_RECORD, T_TIMESTAMP_TYPE, T_TRUE, T_UTF8)
 from ..codecs import lz4_codec
 from . import legacy
 from .record_batch import (ATTR_CODEC, ATTR_CONTROL, ATTR_DELETE_HORIZON, ATTR_LOG_APPEND_TIME,
@@ -1334,8 +1334,9 @@ def render_each(segment, payloads, batches, records, headers, legacy, deep, is_l
     return 0
 
 
-_DUMPLOG_BATCH = 18
-"""Fields of a V2 batch line of kafka-dump-log's text (`dumplog_text.batch_line`)."""
+_DUMPLOG_BATCH, _DUMPLOG_POSITION = 18, 11
+"""Fields of a V2 batch line of kafka-dump-log's text (`dumplog_text.batch_line`), and the first of
+those a V0/V1 message's line has too."""
 _DUMPLOG_BATCH_FIELDS = np.array([RUN_BATCH_FIELDS.index(name) for name in (
     "base_offset", "last_offset", "count", "base_sequence", "last_sequence", "producer_id", "producer_epoch",
     "partition_leader_epoch", "attributes", "attributes", "base_timestamp", "position", "attributes",
@@ -1363,10 +1364,16 @@ def _put_utf8(out, op, data, start, length):
 
 
 @_jit
-def _put_dumplog_batch(out, op, batches, b, texts, bounds):
-    """A V2 batch line, as `dumplog_text.batch_line` writes it (a run's CRCs are valid)."""
+def _put_dumplog_batch(out, op, batches, b, timestamp_type, texts, bounds):
+    """A batch line, as `dumplog_text.batch_line` writes it (a run's CRCs are valid): a V0/V1
+    message's starts with its offset and goes on from the position."""
     attributes = batches[B_ATTRIBUTES, b]
-    for field in range(_DUMPLOG_BATCH):
+    first = 0
+    if batches[B_MAGIC, b] != 2:
+        op = _put_text(out, op, texts, bounds, D_LEGACY)
+        op = _put_int(out, op, batches[B_LAST_OFFSET, b])
+        first = _DUMPLOG_POSITION
+    for field in range(first, _DUMPLOG_BATCH):
         op = _put_text(out, op, texts, bounds, D_BATCH + field)
         if field == 8:
             op = _put_text(out, op, texts, bounds, D_TRUE if attributes & ATTR_TRANSACTIONAL else D_FALSE)
@@ -1379,7 +1386,7 @@ def _put_dumplog_batch(out, op, batches, b, texts, bounds):
         elif field == 10:
             op = _put_text(out, op, texts, bounds, D_OPTIONAL)
         elif field == 12:
-            op = _put_text(out, op, texts, bounds, D_TIMESTAMP_TYPE + (1 if attributes & ATTR_LOG_APPEND_TIME else 0))
+            op = _put_text(out, op, texts, bounds, D_TIMESTAMP_TYPE + timestamp_type)
         elif field == 16:
             op = _put_text(out, op, texts, bounds, D_CODEC + (attributes & ATTR_CODEC))
         else:
@@ -1390,17 +1397,25 @@ def _put_dumplog_batch(out, op, batches, b, texts, bounds):
 
 
 @_jit
-def _put_dumplog_record(out, op, records, r, headers, data, timestamp_type, print_data, skip_metadata, texts, bounds):
-    """A record line of a V2 batch that is not a control batch, as `dumplog_text.record_line` writes
+def _put_dumplog_record(out, op, records, r, headers, legacy, is_legacy, data, timestamp_type, print_data,
+                        skip_metadata, texts, bounds):
+    """A record line of a batch that is not a control batch, as `dumplog_text.record_line` writes
     it; -1 where a key, value or header key is not UTF-8 (Java replaces what does not decode)."""
     if not skip_metadata:
         op = _put_text(out, op, texts, bounds, D_RECORD)
         op = _put_int(out, op, records[R_OFFSET, r])
         op = _put_text(out, op, texts, bounds, D_RECORD + 1)
         op = _put_text(out, op, texts, bounds, D_TIMESTAMP_TYPE + timestamp_type)
-        for field in range(2, 6):
+        for field in range(2, 5 if is_legacy else 6):
             op = _put_text(out, op, texts, bounds, D_RECORD + field)
             op = _put_int(out, op, records[_DUMPLOG_RECORD_FIELDS[field], r])
+    if not skip_metadata and is_legacy:  # a run keeps messages whose CRCs match only
+        op = _put_text(out, op, texts, bounds, D_LEGACY + 1)
+        op = _put_text(out, op, texts, bounds, D_TRUE)
+        op = _put_text(out, op, texts, bounds, D_LEGACY + 2)
+        op = _put_int(out, op, legacy[L_CRC, r])
+        op = _put_text(out, op, texts, bounds, D_LEGACY + 3)
+    elif not skip_metadata:
         op = _put_text(out, op, texts, bounds, D_RECORD + 6)
         first = records[R_FIRST_HEADER, r]
         for h in range(first, first + records[R_HEADER_COUNT, r]):
@@ -1429,7 +1444,8 @@ def _put_dumplog_record(out, op, records, r, headers, data, timestamp_type, prin
 
 _DUMPLOG_RECORD_FIELDS = np.array([R_OFFSET, R_TIMESTAMP, R_TIMESTAMP, R_KEY_LENGTH, R_VALUE_LENGTH, R_SEQUENCE],
                                   dtype=np.int64)
-"""The record row behind a record line's int fields 2 to 5 (0 and 1 are written before them)."""
+"""The record row behind a record line's int fields 2 to 5 (0 and 1 are written before them; a
+V0/V1 record has no sequence)."""
 
 
 @_jit
@@ -1443,12 +1459,13 @@ def _dumplog_record_bound(records, r, headers, fixed, widest):
 
 
 @_jit
-def render_dumplog_each(segment, payloads, batches, records, headers, deep, print_data, skip_metadata, texts,
+def render_dumplog_each(segment, payloads, batches, records, headers, legacy, deep, print_data, skip_metadata, texts,
                         bounds, out, state):
-    """`render_each` for kafka-dump-log's text: the lines of a run's V2 batches and (`deep`) their
-    records, whole batches at a time, until the next does not fit or is one it leaves to Python
-    (state[RENDER_REFUSED] = 1): a V0/V1 message, a control batch, a key, value or header key that
-    is not UTF-8. `texts`[bounds[k]:bounds[k + 1]] is the k-th of `bulk_scan.DUMPLOG_PIECES`."""
+    """`render_each` for kafka-dump-log's text: the lines of a run's batches (V2, or V0/V1 messages
+    with `legacy` rows beside their records) and (`deep`) their records, whole batches at a time,
+    until the next does not fit or is one it leaves to Python (state[RENDER_REFUSED] = 1): a
+    control batch, a key, value or header key that is not UTF-8. `texts`[bounds[k]:bounds[k + 1]]
+    is the k-th of `bulk_scan.DUMPLOG_PIECES`."""
     widest = _INT_WIDTH
     for k in range(D_CODEC, DUMPLOG_TEXTS):
         widest = max(widest, bounds[k + 1] - bounds[k])
@@ -1458,24 +1475,24 @@ def render_dumplog_each(segment, payloads, batches, records, headers, deep, prin
     capacity = len(out)
     state[RENDER_REFUSED] = 0
     while b < batches.shape[1]:
-        attributes = batches[B_ATTRIBUTES, b]
-        if batches[B_MAGIC, b] != 2 or attributes & ATTR_CONTROL:
+        attributes, magic = batches[B_ATTRIBUTES, b], batches[B_MAGIC, b]
+        if attributes & ATTR_CONTROL:
             state[RENDER_REFUSED] = 1
             break
         batch_start, batch_record = op, r
         if op + batch_fixed + _DUMPLOG_BATCH * widest + 17 > capacity:
             break
-        op = _put_dumplog_batch(out, op, batches, b, texts, bounds)
+        timestamp_type = 2 if magic == 0 else 1 if attributes & ATTR_LOG_APPEND_TIME else 0
+        op = _put_dumplog_batch(out, op, batches, b, timestamp_type, texts, bounds)
         count = batches[B_COUNT, b]
         if deep and count > 0:
             data = payloads if batches[B_IN_PAYLOADS, b] != 0 else segment
-            timestamp_type = 1 if attributes & ATTR_LOG_APPEND_TIME else 0
             stop = r + count
             while r < stop:
                 if op + _dumplog_record_bound(records, r, headers, record_fixed, widest) > capacity:
                     break
-                op = _put_dumplog_record(out, op, records, r, headers, data, timestamp_type, print_data, skip_metadata,
-                                         texts, bounds)
+                op = _put_dumplog_record(out, op, records, r, headers, legacy, magic != 2, data, timestamp_type,
+                                         print_data, skip_metadata, texts, bounds)
                 if op < 0:
                     state[RENDER_REFUSED] = 1
                     break
@@ -1577,15 +1594,16 @@ def _render_entry(segment, segment_length, payloads, payloads_length, batches, b
                        base64_only != 0, carray(out, (out_length,)), carray(state, (RENDER_STATE,)))
 
 
-@njit(_I64(_BYTES, _I64, _BYTES, _I64, _LONGS, _I64, _LONGS, _I64, _LONGS, _I64, _I64, _I64, _I64, _BYTES, _I64,
-           _LONGS, _BYTES, _I64, _LONGS), nogil=True)
+@njit(_I64(_BYTES, _I64, _BYTES, _I64, _LONGS, _I64, _LONGS, _I64, _LONGS, _I64, _LONGS, _I64, _I64, _I64, _I64,
+           _BYTES, _I64, _LONGS, _BYTES, _I64, _LONGS), nogil=True)
 def _dumplog_entry(segment, segment_length, payloads, payloads_length, batches, batch_count, records, record_count,
-                   headers, header_count, deep, print_data, skip_metadata, texts, texts_length, bounds, out, out_length,
-                   state):
+                   headers, header_count, legacy, legacy_count, deep, print_data, skip_metadata, texts, texts_length,
+                   bounds, out, out_length, state):
     return render_dumplog_each(carray(segment, (segment_length,)), carray(payloads, (payloads_length,)),
                                carray(batches, (len(RUN_BATCH_FIELDS), batch_count)),
                                carray(records, (len(RECORD_COLUMNS), record_count)),
-                               carray(headers, (len(HEADER_COLUMNS), header_count)), deep != 0, print_data != 0,
+                               carray(headers, (len(HEADER_COLUMNS), header_count)),
+                               carray(legacy, (len(LEGACY_RECORD_COLUMNS), legacy_count)), deep != 0, print_data != 0,
                                skip_metadata != 0, carray(texts, (texts_length,)), carray(bounds, (DUMPLOG_TEXTS + 1,)),
                                carray(out, (out_length,)), carray(state, (RENDER_STATE,)))
 

@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 
 from . import elf_object
-from .bulk_scan import (CAPACITY, COLUMNS, DUMPLOG_TEXTS, HEADER_COLUMNS, LEGACY_RECORD_COLUMNS, RECORD_COLUMNS,
+from .bulk_scan import (B_MAGIC, CAPACITY, COLUMNS, DUMPLOG_TEXTS, HEADER_COLUMNS, LEGACY_RECORD_COLUMNS, RECORD_COLUMNS,
                         RECOVERY_STATE, RENDER_BATCH, RENDER_RECORD, RENDER_STATE, RUN_BATCH_FIELDS, TEXTS)
 
 CACHE_VARIABLE = "KAFKALOG_KERNEL_CACHE"
@@ -235,9 +235,26 @@ _SIGNATURES = {  # bulk_kernel.ENTRIES, in their argument order
     "lz4_each": (_POINTER, _I64, _POINTER, _POINTER, _I64, _I64, _POINTER, _I64, _POINTER, _POINTER),
     "render_each": (_POINTER, _I64, _POINTER, _I64, _POINTER, _I64, _POINTER, _I64, _POINTER, _I64, _POINTER, _I64,
                     _I64, _POINTER, _I64, _POINTER, _I64, _POINTER, _I64, _POINTER),
-    "render_dumplog_each": (_POINTER, _I64, _POINTER, _I64, _POINTER, _I64, _POINTER, _I64, _POINTER, _I64, _I64, _I64,
-                            _I64, _POINTER, _I64, _POINTER, _POINTER, _I64, _POINTER),
+    "render_dumplog_each": (_POINTER, _I64, _POINTER, _I64, _POINTER, _I64, _POINTER, _I64, _POINTER, _I64, _POINTER,
+                            _I64, _I64, _I64, _I64, _POINTER, _I64, _POINTER, _POINTER, _I64, _POINTER),
 }
+
+
+def _run_arguments(name: str, segment, payloads, batches, records, headers, legacy, texts, bounds, pieces: int,
+                   state) -> tuple:
+    """A renderer's run, checked, as its entry takes it: segment, payloads, batch, record, header
+    and legacy record rows (an empty array for None), each address followed by its size."""
+    count = records.shape[1]
+    if not (bounds.size == pieces + 1 and bounds[-1] <= texts.size and state.size == RENDER_STATE
+            and 0 <= state[RENDER_BATCH] <= batches.shape[1] and 0 <= state[RENDER_RECORD] <= count
+            and (legacy is None or legacy.shape[1] == count)):
+        raise ValueError(f"bulk kernel: {name} over {batches.shape[1]} batches, {count} records")
+    rows = legacy if legacy is not None else np.empty((len(LEGACY_RECORD_COLUMNS), 0), dtype=np.int64)
+    return (_address(segment, np.uint8), segment.size, _address(payloads, np.uint8), payloads.size,
+            _address(batches, np.int64, len(RUN_BATCH_FIELDS)), batches.shape[1],
+            _address(records, np.int64, len(RECORD_COLUMNS)), count,
+            _address(headers, np.int64, len(HEADER_COLUMNS)), headers.shape[1],
+            _address(rows, np.int64, len(LEGACY_RECORD_COLUMNS)))
 
 
 def _address(array: np.ndarray, dtype, rows: int | None = None, writable: bool = False) -> int:
@@ -362,31 +379,21 @@ class NativeKernel:
                     base64_only: bool, out, state) -> None:
         """bulk_kernel.render_each: `state` says where it stopped and how much of `out` it wrote.
         `legacy` is None for V2 batches."""
-        count = records.shape[1]
-        if not (bounds.size == TEXTS + 1 and bounds[-1] <= texts.size and state.size == RENDER_STATE
-                and 0 <= state[RENDER_BATCH] <= batches.shape[1] and 0 <= state[RENDER_RECORD] <= count
-                and (legacy is None or legacy.shape[1] == count)):
-            raise ValueError(f"bulk kernel: render_each over {batches.shape[1]} batches, {count} records")
-        rows = legacy if legacy is not None else np.empty((len(LEGACY_RECORD_COLUMNS), 0), dtype=np.int64)
-        self._call("render_each", _address(segment, np.uint8), segment.size, _address(payloads, np.uint8),
-                   payloads.size, _address(batches, np.int64, len(RUN_BATCH_FIELDS)), batches.shape[1],
-                   _address(records, np.int64, len(RECORD_COLUMNS)), count,
-                   _address(headers, np.int64, len(HEADER_COLUMNS)), headers.shape[1],
-                   _address(rows, np.int64, len(LEGACY_RECORD_COLUMNS)), int(deep), int(legacy is not None),
-                   _address(texts, np.uint8), texts.size, _address(bounds, np.int64), int(base64_only),
-                   _address(out, np.uint8, writable=True), out.size, _address(state, np.int64, writable=True))
+        run = _run_arguments("render_each", segment, payloads, batches, records, headers, legacy, texts, bounds,
+                             TEXTS, state)
+        self._call("render_each", *run, int(deep), int(legacy is not None), _address(texts, np.uint8), texts.size,
+                   _address(bounds, np.int64), int(base64_only), _address(out, np.uint8, writable=True), out.size,
+                   _address(state, np.int64, writable=True))
 
-    def render_dumplog_each(self, segment, payloads, batches, records, headers, deep: bool, print_data: bool,
+    def render_dumplog_each(self, segment, payloads, batches, records, headers, legacy, deep: bool, print_data: bool,
                             skip_metadata: bool, texts, bounds, out, state) -> None:
-        """bulk_kernel.render_dumplog_each: as `render_each`, for kafka-dump-log's text."""
-        count = records.shape[1]
-        if not (bounds.size == DUMPLOG_TEXTS + 1 and bounds[-1] <= texts.size and state.size == RENDER_STATE
-                and 0 <= state[RENDER_BATCH] <= batches.shape[1] and 0 <= state[RENDER_RECORD] <= count):
-            raise ValueError(f"bulk kernel: render_dumplog_each over {batches.shape[1]} batches, {count} records")
-        self._call("render_dumplog_each", _address(segment, np.uint8), segment.size, _address(payloads, np.uint8),
-                   payloads.size, _address(batches, np.int64, len(RUN_BATCH_FIELDS)), batches.shape[1],
-                   _address(records, np.int64, len(RECORD_COLUMNS)), count,
-                   _address(headers, np.int64, len(HEADER_COLUMNS)), headers.shape[1], int(deep), int(print_data),
+        """bulk_kernel.render_dumplog_each: as `render_each`, for kafka-dump-log's text. `legacy`
+        is None for V2 batches; the records of V0/V1 messages need it."""
+        if legacy is None and deep and records.shape[1] and not (batches[B_MAGIC] == 2).all():
+            raise ValueError("bulk kernel: render_dumplog_each of V0/V1 records without their rows")
+        run = _run_arguments("render_dumplog_each", segment, payloads, batches, records, headers, legacy, texts,
+                             bounds, DUMPLOG_TEXTS, state)
+        self._call("render_dumplog_each", *run, 0 if legacy is None else legacy.shape[1], int(deep), int(print_data),
                    int(skip_metadata), _address(texts, np.uint8), texts.size, _address(bounds, np.int64),
                    _address(out, np.uint8, writable=True), out.size, _address(state, np.int64, writable=True))
 

@@ -310,14 +310,15 @@ RENDER_STATE = 4
 # dump --format text: kafka-dump-log.sh's lines written from those columns (render_dumplog_each)
 # ---------------------------------------------------------------------------------------------
 
-DUMPLOG_PIECES = (("batch", 19), ("record", 8), ("key", 2), ("payload", 1), ("codec", 8), ("timestamp_type", 3),
-                  ("true", 1), ("false", 1), ("optional", 3))
-"""The constant texts `render_dumplog_each` writes lines with (`dumplog_text.DUMPLOG_TEXTS`), in
-this order: a V2 batch line cut around its 18 fields, a record line's metadata cut around its 7,
+DUMPLOG_PIECES = (("batch", 19), ("record", 8), ("legacy", 4), ("key", 2), ("payload", 1), ("codec", 8),
+                  ("timestamp_type", 3), ("true", 1), ("false", 1), ("optional", 3))
+"""The constant texts `render_dumplog_each` writes lines with (`dumplog_text._texts`), in this
+order: a V2 batch line cut around its 18 fields, a record line's metadata cut around its 7, a V0/V1
+batch line's start and a V0/V1 record's texts after its value size (isValid, crc, the stray `}`),
 the key's lead-in after metadata and without it, the payload's, each codec's name (by id),
 CreateTime, LogAppendTime and NoTimestampType, true, false, and OptionalLong's empty, opening and
 closing texts. Its state is `render_each`'s (RENDER_*)."""
-(D_BATCH, D_RECORD, D_KEY, D_PAYLOAD, D_CODEC, D_TIMESTAMP_TYPE, D_TRUE, D_FALSE,
+(D_BATCH, D_RECORD, D_LEGACY, D_KEY, D_PAYLOAD, D_CODEC, D_TIMESTAMP_TYPE, D_TRUE, D_FALSE,
  D_OPTIONAL) = (sum(count for _, count in DUMPLOG_PIECES[:i]) for i in range(len(DUMPLOG_PIECES)))
 DUMPLOG_TEXTS = sum(count for _, count in DUMPLOG_PIECES)
 

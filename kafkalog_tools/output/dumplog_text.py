@@ -145,8 +145,8 @@ _RUN_BUFFER = 1 << 20
 def run_block(run: d.BatchRun, *, print_data: bool, skip_metadata: bool, decompress_limit: int) -> bytes | memoryview:
     """`lines` of each batch of a run and (with deep iteration) its records, as UTF-8 with a newline
     after each line: written by the compiled `render_dumplog_each` from `_texts`. A batch it leaves
-    (a V0/V1 message, a control batch, a key, value or header key that is not UTF-8) is read again
-    and printed by `lines`, as the per-batch path prints it."""
+    (a control batch, a key, value or header key that is not UTF-8) is read again and printed by
+    `lines`, as the per-batch path prints it."""
     import numpy as np
 
     kernel = bulk_scan.kernel()
@@ -157,6 +157,7 @@ def run_block(run: d.BatchRun, *, print_data: bool, skip_metadata: bool, decompr
                else np.empty((len(bulk_scan.RECORD_COLUMNS), 0), dtype=np.int64))
     headers = (np.empty((len(bulk_scan.HEADER_COLUMNS), 0), dtype=np.int64) if run.headers is None
                else np.ascontiguousarray(run.headers))
+    legacy_rows = None if run.legacy is None else np.ascontiguousarray(run.legacy)
     texts, bounds = _texts()
     payloads = np.frombuffer(run.payloads, dtype=np.uint8)
     state = np.zeros(bulk_scan.RENDER_STATE, dtype=np.int64)
@@ -164,8 +165,8 @@ def run_block(run: d.BatchRun, *, print_data: bool, skip_metadata: bool, decompr
     parts = []
     while state[bulk_scan.RENDER_BATCH] < count:
         out = np.empty(size, dtype=np.uint8)  # a new one each call: the parts are views of the ones before
-        kernel.render_dumplog_each(run.pin, payloads, batches, records, headers, deep, print_data, skip_metadata, texts,
-                                   bounds, out, state)
+        kernel.render_dumplog_each(run.pin, payloads, batches, records, headers, legacy_rows, deep, print_data,
+                                   skip_metadata, texts, bounds, out, state)
         written, b = int(state[bulk_scan.RENDER_WRITTEN]), int(state[bulk_scan.RENDER_BATCH])
         parts.append(memoryview(out)[:written])
         if state[bulk_scan.RENDER_REFUSED]:
@@ -206,6 +207,7 @@ def _texts():
               " deleteHorizonMs: ", " position: ", " ", ": ", " size: ", " magic: ", " compresscodec: ", " crc: ",
               " isvalid: true",
               f"{RECORD_INDENT} offset: ", " ", ": ", " keySize: ", " valueSize: ", " sequence: ", " headerKeys: [", "]",
+              "offset: ", " isValid: ", " crc: ", "}",
               " key: ", f"{RECORD_INDENT} key: ", " payload: ",
               *(codecs.name_of(codec_id) for codec_id in range(8)),
               *(TIMESTAMP_TYPES[code] for code in (0, 1, -1)),
