@@ -411,6 +411,38 @@ def test_the_kernels_are_built_once_then_loaded_without_numba(tmp_path):
     assert [p.name for p in cache.iterdir()] == [cached.name]
 
 
+def test_a_build_the_compiler_refused_is_not_tried_again_for_the_same_key(monkeypatch, tmp_path):
+    """A numba that no longer compiles the kernels would cost every run ~20 s and ~280 MB: the
+    refusal is cached under the key (so runs take the per-batch path at once), while a shortage or
+    a missing numba is tried again; another key (new sources, numba or CPU) builds again."""
+    monkeypatch.setenv(bulk_native.CACHE_VARIABLE, str(tmp_path / "cache"))
+    monkeypatch.setattr(bulk_native, "cache_key", lambda: "a" * 64)
+    builds = []
+
+    def refuse(error):
+        def build():
+            builds.append(error)
+            raise error
+        return build
+
+    for error in (MemoryError(), ImportError("no numba")):  # not remembered
+        monkeypatch.setattr(bulk_native, "_build", refuse(error))
+        for _ in range(2):
+            with pytest.raises(type(error)):
+                bulk_native.load()
+    assert len(builds) == 4
+    monkeypatch.setattr(bulk_native, "_build", refuse(RuntimeError("numba: cannot type this")))
+    with pytest.raises(RuntimeError, match="cannot type this"):
+        bulk_native.load()
+    with pytest.raises(RuntimeError, match="refused them before: RuntimeError: numba: cannot type this"):
+        bulk_native.load()
+    assert len(builds) == 5
+    monkeypatch.setattr(bulk_native, "cache_key", lambda: "b" * 64)
+    with pytest.raises(RuntimeError, match="cannot type this"):
+        bulk_native.load()
+    assert len(builds) == 6
+
+
 def test_the_kernels_work_where_nothing_can_be_cached(tmp_path):
     partition = _one_record_partition(tmp_path / "p-0", 10)
     blocked = tmp_path / "a-file"

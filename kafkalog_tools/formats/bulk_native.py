@@ -46,11 +46,23 @@ _X86_64 = platform.machine().lower() in ("x86_64", "amd64")
 
 
 def load() -> NativeKernel:
-    """The kernels from the cache, or built now (importing numba) and cached."""
+    """The kernels from the cache, or built now (importing numba) and cached. A build the compiler
+    refused is remembered under the same key, so that each later run does not spend ~20 s and
+    ~280 MB finding that out again (a numba that no longer compiles these sources): the key moves,
+    and the build is tried again, when the sources, numba, llvmlite or the CPU change."""
     key = cache_key()
     code = _cached(key)
     if code is None:
-        code = _build()
+        refused = _cached(key, _REFUSED)
+        if refused is not None:
+            raise RuntimeError(f"bulk kernels: the compiler refused them before: {refused.decode(errors='replace')}")
+        try:
+            code = _build()
+        except (ImportError, MemoryError, OSError):
+            raise  # no numba, or short of something: worth another try next time
+        except Exception as exc:  # the compiler's answer for this key: the same next time
+            _store(key, f"{type(exc).__name__}: {exc}"[:_REFUSAL_TEXT].encode(), _REFUSED)
+            raise
         _store(key, code)
     try:
         return NativeKernel(*_mapped(code))
@@ -186,15 +198,19 @@ def cache_dirs() -> list[Path]:
     return [here / "__pycache__", user] if here.is_dir() else [user]
 
 
-def _file_name(key: str) -> str:
-    return f"bulk_kernel.{key[:32]}.o"
+_REFUSED, _REFUSAL_TEXT = ".refused", 2000
+"""The cache entry of a build the compiler refused (what it said, cut to so many characters)."""
 
 
-def _cached(key: str) -> bytes | None:
+def _file_name(key: str, suffix: str = ".o") -> str:
+    return f"bulk_kernel.{key[:32]}{suffix}"
+
+
+def _cached(key: str, suffix: str = ".o") -> bytes | None:
     header = _MAGIC + key.encode() + b"\n"
     for directory in cache_dirs():
         try:
-            data = (directory / _file_name(key)).read_bytes()
+            data = (directory / _file_name(key, suffix)).read_bytes()
         except OSError:
             continue
         digest, code = data[len(header):len(header) + 32], data[len(header) + 32:]
@@ -203,7 +219,7 @@ def _cached(key: str) -> bytes | None:
     return None
 
 
-def _store(key: str, code: bytes) -> None:
+def _store(key: str, code: bytes, suffix: str = ".o") -> None:
     """Write to a temp file and rename it into place, in the first directory that takes it."""
     data = _MAGIC + key.encode() + b"\n" + hashlib.sha256(code).digest() + code
     for directory in cache_dirs():
@@ -213,7 +229,7 @@ def _store(key: str, code: bytes) -> None:
             try:
                 with os.fdopen(handle, "wb") as out:
                     out.write(data)
-                os.replace(temp, directory / _file_name(key))
+                os.replace(temp, directory / _file_name(key, suffix))
             except BaseException:
                 os.unlink(temp)
                 raise
