@@ -16,6 +16,7 @@ from .. import codecs
 from .. import dump as d
 from ..formats import bulk_scan, legacy, record_batch
 from ..formats.batch import TIMESTAMP_TYPES, Batch, Record
+from . import runs
 from .java_text import decode_utf8
 
 RECORD_INDENT = "|"
@@ -147,35 +148,15 @@ def run_block(run: d.BatchRun, *, print_data: bool, skip_metadata: bool, decompr
     after each line: written by the compiled `render_dumplog_each` from `_texts`. A batch it leaves
     (a control batch, a key, value or header key that is not UTF-8) is read again and printed by
     `lines`, as the per-batch path prints it."""
-    import numpy as np
-
     kernel = bulk_scan.kernel()
-    batches = np.ascontiguousarray(run.batches)
-    deep = run.records is not None
-    count = batches.shape[1]
-    records = (np.ascontiguousarray(run.records) if deep
-               else np.empty((len(bulk_scan.RECORD_COLUMNS), 0), dtype=np.int64))
-    headers = (np.empty((len(bulk_scan.HEADER_COLUMNS), 0), dtype=np.int64) if run.headers is None
-               else np.ascontiguousarray(run.headers))
-    legacy_rows = None if run.legacy is None else np.ascontiguousarray(run.legacy)
     texts, bounds = _texts()
-    payloads = np.frombuffer(run.payloads, dtype=np.uint8)
-    state = np.zeros(bulk_scan.RENDER_STATE, dtype=np.int64)
-    size = _run_size(batches, records, payloads)
-    parts = []
-    while state[bulk_scan.RENDER_BATCH] < count:
-        out = np.empty(size, dtype=np.uint8)  # a new one each call: the parts are views of the ones before
-        kernel.render_dumplog_each(run.pin, payloads, batches, records, headers, legacy_rows, deep, print_data,
-                                   skip_metadata, texts, bounds, out, state)
-        written, b = int(state[bulk_scan.RENDER_WRITTEN]), int(state[bulk_scan.RENDER_BATCH])
-        parts.append(memoryview(out)[:written])
-        if state[bulk_scan.RENDER_REFUSED]:
-            parts.append(_one_by_one(run, b, print_data, skip_metadata, decompress_limit))
-            state[bulk_scan.RENDER_BATCH] = b + 1
-            state[bulk_scan.RENDER_RECORD] += max(int(batches[bulk_scan.B_COUNT, b]), 0) if deep else 0
-        elif not written:  # a batch whose lines may not fit in the buffer
-            size *= 2
-    return parts[0] if len(parts) == 1 else b"".join(parts)
+
+    def render(a: runs.RunArrays, out, state) -> None:
+        kernel.render_dumplog_each(a.segment, a.payloads, a.batches, a.records, a.headers, a.legacy, a.deep,
+                                   print_data, skip_metadata, texts, bounds, out, state)
+
+    return runs.rendered(run, render, lambda a: _run_size(a.batches, a.records, a.payloads),
+                         lambda b, r, count: _one_by_one(run, b, print_data, skip_metadata, decompress_limit))
 
 
 def _run_size(batches, records, payloads) -> int:
