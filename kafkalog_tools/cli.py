@@ -2,7 +2,7 @@
 
 Subcommands live in `commands/`, one module each, imported only when invoked so that
 `kafkalog --help` stays fast. Every library error becomes a one-line message and a documented
-exit code: 0 clean, 1 problems found in the data, 2 usage or I/O error. Never a traceback.
+exit code: 0 clean, 1 problems found in the data, 2 usage error, I/O error or out of memory. Never a traceback.
 """
 from __future__ import annotations
 
@@ -28,6 +28,9 @@ SUBCOMMANDS = {
     "compaction": ("compaction", "What Kafka's log cleaner would remove from a compacted partition, and why."),
     "diverge": ("diverge", "Where copies of one partition from several brokers diverge, and what a failover would truncate."),
 }
+
+OUT_OF_MEMORY = ("kafkalog: error: out of memory: each thread that decompresses (up to 4) may hold a batch "
+                 "inflated to 128 MiB (dump's --max-decompressed); give the process more memory")
 
 
 class LazyGroup(click.Group):
@@ -60,7 +63,7 @@ def cli():
     .txnindex, .snapshot, checkpoints) with no broker running. Inputs are only ever read, except by
     rebuild-index, which writes through temp files and keeps backups.
 
-    Exit codes: 0 clean; 1 problems found in the data; 2 usage or I/O error.
+    Exit codes: 0 clean; 1 problems found in the data; 2 usage error, I/O error or out of memory.
     """
 
 
@@ -91,6 +94,11 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(exc.exit_code)
     except OSError as exc:  # the machine's, not a bug: no space left where stdout goes, a device error
         click.echo(f"kafkalog: error: {exc}", err=True)
+        sys.exit(EXIT_USAGE)
+    except MemoryError:  # the machine's too, unless we asked for far too much (KAFKALOG_DEBUG shows where)
+        if os.environ.get("KAFKALOG_DEBUG"):
+            raise
+        click.echo(OUT_OF_MEMORY, err=True)
         sys.exit(EXIT_USAGE)
     except Exception as exc:  # a bug of ours: still no traceback unless asked for
         if os.environ.get("KAFKALOG_DEBUG"):

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from kafkalog_tools.cli import main
+from kafkalog_tools.cli import OUT_OF_MEMORY, main
 
 MIXED = "golden-v2-mixed-0"
 
@@ -297,3 +297,56 @@ def test_output_only_run_flushes_is_an_io_error_too():
     code, err = _to_full_disk("import sys, kafkalog_tools.cli as cli; cli.main = lambda: sys.stdout.write('x'); "
                               "cli.run()", [], unbuffered=False)
     assert code == 2 and err == "kafkalog: error: cannot write the output: [Errno 28] No space left on device\n"
+
+
+UNDER_A_MEMORY_LIMIT = """
+import os, resource, sys
+limit = int(sys.argv.pop(1))
+if limit:
+    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+sys.argv[0] = 'kafkalog'
+try:
+    from kafkalog_tools.cli import main
+    main()
+finally:
+    with open('/proc/self/status') as status:  # the address space it took, for the next run's limit
+        peak = next(line.split()[1] for line in status if line.startswith('VmPeak:'))
+    os.write(2, f'VmPeak {peak}\\n'.encode())
+"""
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/status"), reason="needs /proc (Linux) to size the limit")
+@pytest.mark.parametrize("command", [("verify",), ("dump", "-d", "--format", "json")], ids=lambda c: c[0])
+def test_out_of_memory_is_told_as_such_not_as_corrupt_data(tmp_path, command):
+    """A gzip batch of 256 MiB of zeros, read where the address space leaves 64 MiB beyond what a
+    run on the same partition without it took: zlib cannot allocate, and that is the machine's
+    shortage (exit 2, said so), not a payload that "does not decompress" (exit 1, data blamed)."""
+    import subprocess
+    import sys
+
+    from kafkalog_tools.crc import crc32c
+    from kafkalog_tools.formats.record_batch import HEADER_SIZE, build_batch, build_record
+    from kafkalog_tools.fuzz.bombs import gzip_zeros
+
+    partition = tmp_path / "bombs-0"
+    partition.mkdir()
+    segment = partition / "00000000000000000000.log"
+    segment.write_bytes(build_batch(0, [build_record(0, 0, b"k", b"v")]))
+    environment = {k: v for k, v in os.environ.items() if k != "KAFKALOG_DEBUG"} | {"KAFKALOG_BULK": "never"}
+
+    def run(limit: int) -> tuple[int, str, int]:
+        proc = subprocess.run([sys.executable, "-c", UNDER_A_MEMORY_LIMIT, str(limit), *command, str(partition)],
+                              capture_output=True, env=environment, timeout=300)
+        err, _, peak = proc.stderr.decode().rpartition("VmPeak ")
+        return proc.returncode, err, int(peak.split()[0]) * 1024
+
+    code, err, clean_peak = run(0)
+    assert (code, err) == (0, "")
+    header = bytearray(build_batch(1, [b""])[:HEADER_SIZE])  # a batch of gzip zeros: records never reached
+    payload = gzip_zeros(256)
+    header[8:12] = (HEADER_SIZE - 12 + len(payload)).to_bytes(4, "big")
+    header[21:23] = (1).to_bytes(2, "big")
+    header[17:21] = crc32c(bytes(header[21:]) + payload).to_bytes(4, "big")
+    segment.write_bytes(segment.read_bytes() + header + payload)
+    code, err, _ = run(clean_peak + (64 << 20))
+    assert (code, err) == (2, OUT_OF_MEMORY + "\n")

@@ -26,7 +26,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kafkalog_tools import codecs
-from kafkalog_tools.codecs import lz4_codec, snappy_codec
+from kafkalog_tools.codecs import gzip_codec, lz4_codec, snappy_codec
 from kafkalog_tools.errors import CorruptDataError, DecompressionError
 from kafkalog_tools.fuzz.bombs import (CRC32_OF_1_GIB_OF_ZEROS, GIB, MIB, gzip_zeros, lz4_zeros, raw_snappy_zeros,
                                      xerial_zeros, zstd_zeros)
@@ -258,6 +258,36 @@ def test_gzip_cut_short_is_a_decompression_error():
         codecs.decompress(GZIP, gzip.compress(b"data" * 100)[:-12])
 
 
+@pytest.mark.parametrize("sizes", [[1000], [999, 1001], [2000, 0, 3000], [1, 5000]], ids=str)
+def test_gzip_read_in_steps_reads_what_one_call_reads(monkeypatch, sizes):
+    """Output in steps of 1,000 bytes: member and step boundaries in every combination, and the
+    limit exactly at the data's length (read) or one below (refused)."""
+    monkeypatch.setattr(gzip_codec, "STEP", 1000)
+    parts = [random.Random(size).randbytes(size // 2) + bytes(size - size // 2) for size in sizes]
+    payload, data = b"".join(gzip.compress(part) for part in parts), b"".join(parts)
+    assert codecs.decompress(GZIP, payload, limit=len(data)) == data
+    if data:
+        with pytest.raises(DecompressionError, match=f"limit of {len(data) - 1} bytes"):
+            codecs.decompress(GZIP, payload, limit=len(data) - 1)
+    with pytest.raises(DecompressionError, match="end-of-stream"):
+        codecs.decompress(GZIP, payload[:-12])
+
+
+def test_a_gzip_bomb_costs_about_the_limit_not_twice_it(monkeypatch):
+    """zlib builds one call's output in pieces, then copies them into one: a single call up to the
+    limit held twice the limit (256 MiB for a bomb at the default). In steps, about the limit."""
+    monkeypatch.setattr(gzip_codec, "STEP", 256 * 1024)
+    limit, bomb = 8 * MIB, gzip_zeros(64)
+    tracemalloc.start()
+    try:
+        with pytest.raises(DecompressionError, match=f"more than the limit of {limit} bytes"):
+            codecs.decompress(GZIP, bomb, limit=limit)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 1.25 * limit, f"{peak / MIB:.1f} MiB allocated for a {limit / MIB:.0f} MiB limit"
+
+
 def test_zstd_frames_without_a_content_size_and_concatenated_frames():
     streamed = io.BytesIO()
     with zstandard.ZstdCompressor().stream_writer(streamed, closefd=False) as writer:  # as zstd-jni streams
@@ -420,6 +450,28 @@ def test_decompress_ranges_shares_the_work_with_other_threads(monkeypatch):
     ranges = [(GZIP, i * len(payload), (i + 1) * len(payload)) for i in range(40)]
     assert codecs.decompress_ranges(payload * 40, ranges, budget=1 << 40) == [data] * 40
     assert threading.get_ident() in threads and len(threads) > 1
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_errors_decompress_ranges_keeps_do_not_keep_what_was_inflated(monkeypatch, threads):
+    """A bomb's error is kept in the results until the caller reports it. With its traceback, the
+    codec's frame and what it inflated (up to the limit) were kept too: 128 MiB a bomb at the
+    default limit, found by the differential fuzzer as a worker running out of address space."""
+    monkeypatch.setattr(codecs, "_cpus", lambda: threads)
+    monkeypatch.setattr(codecs, "PARALLEL_BYTES", 0)
+    bombs = [(GZIP, gzip_zeros(16)), (ZSTD, zstd_zeros(16)), (LZ4, lz4_zeros(256)), (SNAPPY, xerial_zeros(512))]
+    buffer = b"".join(bomb for _, bomb in bombs)
+    ends = list(itertools.accumulate(len(bomb) for _, bomb in bombs))
+    ranges = [(codec, end - len(bomb), end) for (codec, bomb), end in zip(bombs, ends)]
+    tracemalloc.start()
+    try:
+        results = codecs.decompress_ranges(buffer, ranges, limit=4 * MIB, budget=1 << 40)
+        held, _ = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert [str(r).split(" payload")[0] for r in results] == ["gzip", "zstd", "lz4", "snappy"]
+    assert all(isinstance(r, DecompressionError) and "more than the limit" in str(r) for r in results)
+    assert held < MIB, f"{held / MIB:.1f} MiB still held by 4 errors"
 
 
 @pytest.mark.parametrize("threads", [1, 2, 3, 8])

@@ -46,7 +46,7 @@ def decompress(codec_id: int, data: bytes, *, magic: int = 2, limit: int = DEFAU
         return bytes(data)
     try:
         return _module(codec_id).decompress(data, limit, magic)
-    except DecompressionError:
+    except (DecompressionError, MemoryError):  # a shortage of memory is the machine's, not the payload's
         raise
     except Exception as exc:  # each library has its own error types; all mean "corrupt payload"
         raise DecompressionError(f"{NAMES[codec_id]} payload does not decompress: {exc}") from None
@@ -85,7 +85,8 @@ def decompress_ranges(buffer, ranges: list[tuple[int, int, int]], *, magic: int 
             try:
                 payload = decompress(codec_id, buffer[start:end], magic=magic, limit=limit)
             except DecompressionError as exc:
-                results[taken] = exc
+                # kept without its traceback, whose frames hold what the codec inflated (a bomb's limit)
+                results[taken] = exc.with_traceback(None)
                 continue
             results[taken] = payload
             with lock:

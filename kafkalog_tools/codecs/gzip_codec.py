@@ -10,23 +10,31 @@ from . import too_large
 _GZIP_WBITS = 16 + zlib.MAX_WBITS
 
 
+STEP = 16 << 20
+"""Most output one zlib call makes: zlib builds it in pieces and then copies them into one, so a
+single call up to the limit would hold twice the limit (a bomb's cost); in steps, about the limit."""
+
+
 def decompress(data: bytes, limit: int, magic: int) -> bytes:
-    members, size = [], 0
+    pieces, size = [], 0
     remaining = data
     while remaining:
         member = zlib.decompressobj(_GZIP_WBITS)
-        members.append(member.decompress(remaining, limit + 1 - size))
-        size += len(members[-1])
-        if size > limit:
-            raise too_large("gzip", limit)
-        if not member.eof:
-            if member.unconsumed_tail:
+        tail = remaining
+        while True:
+            pieces.append(member.decompress(tail, min(limit + 1 - size, STEP)))
+            size += len(pieces[-1])
+            if size > limit:
                 raise too_large("gzip", limit)
+            tail = member.unconsumed_tail
+            if member.eof or not tail and len(pieces[-1]) < STEP:
+                break
+        if not member.eof:
             raise zlib.error("gzip stream ends before its end-of-stream marker")
         remaining = member.unused_data
         if remaining and remaining[:2] != b"\x1f\x8b":
             break  # GZIPInputStream ignores trailing bytes that do not start a member
-    return members[0] if len(members) == 1 else b"".join(members)  # one member (nearly always): no copy
+    return pieces[0] if len(pieces) == 1 else b"".join(pieces)  # one piece (nearly always): no copy
 
 
 def compress(data: bytes, magic: int) -> bytes:

@@ -55,7 +55,8 @@ def command(paths, now, delete_retention_ms, min_compaction_lag_ms, max_compacti
     PATH is a partition directory or a log directory (each of its partitions). The input is never
     written.
 
-    Exit codes: 0 analysed; 1 damaged data (Kafka's cleaner would fail on it too); 2 usage or I/O error.
+    Exit codes: 0 analysed; 1 damaged data (Kafka's cleaner would fail on it too); 2 usage error,
+    I/O error or out of memory.
     """
     if simulate and not output_dir:
         raise click.UsageError("--simulate needs --output-dir")

@@ -29,7 +29,7 @@ def command(paths, leader, output_format):
     is missing they are derived from the batches, and the output says so), the log dir's
     replication-offset-checkpoint its high watermark. Nothing is written.
 
-    Exit codes: 0 analysed; 1 damaged data in a replica; 2 usage or I/O error.
+    Exit codes: 0 analysed; 1 damaged data in a replica; 2 usage error, I/O error or out of memory.
     """
     if len(paths) < 2:
         raise click.UsageError("diverge needs at least two replica directories")

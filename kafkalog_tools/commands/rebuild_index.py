@@ -39,7 +39,7 @@ def command(paths, index_interval_bytes, truncate, no_backup, dry_run, output_di
     rewritten.
 
     Exit codes: 0 done; 1 a .log holds bytes recovery would cut (without --truncate) or recovery
-    would fail; 2 usage or I/O error.
+    would fail; 2 usage error, I/O error or out of memory.
     """
     options = recovery.RebuildOptions(index_interval_bytes=index_interval_bytes, truncate=truncate,
                                       backup=not no_backup, dry_run=dry_run, output_dir=output_dir, strict=strict)

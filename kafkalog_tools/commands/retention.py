@@ -50,7 +50,7 @@ def command(paths, now, retention_ms, retention_bytes, log_start_offset, high_wa
 
     PATH is a partition directory or a log directory (each of its partitions). Nothing is written.
 
-    Exit codes: 0 analysed; 1 a checkpoint or segment could not be read; 2 usage or I/O error.
+    Exit codes: 0 analysed; 1 a checkpoint or segment could not be read; 2 usage error, I/O error or out of memory.
     """
     output_format = choose_format(output_format)
     settings = retention.RetentionSettings(now, retention_ms, retention_bytes, log_start_offset, high_watermark,

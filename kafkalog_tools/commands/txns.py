@@ -24,7 +24,7 @@ def command(paths, output_format):
     as Kafka's loader does. Every aborted transaction is checked against the .txnindex of the segment
     holding its ABORT marker (first offset and last stable offset); differences are findings.
 
-    Exit codes: 0 clean; 1 findings of severity error; 2 usage or I/O error.
+    Exit codes: 0 clean; 1 findings of severity error; 2 usage error, I/O error or out of memory.
     """
     output_format = choose_format(output_format)
     walk = PartitionWalk(paths)

@@ -42,7 +42,7 @@ def command(paths, output_format, shallow, max_findings, strict, use_spark, mast
     may also be a Hadoop URI (hdfs://, s3a://, gs://, file://): Spark lists it, executors copy
     each segment's files to local disk while they check them (see the README for what each needs).
 
-    Exit codes: 0 no errors (warnings allowed); 1 errors found; 2 usage or I/O error.
+    Exit codes: 0 no errors (warnings allowed); 1 errors found; 2 usage error, I/O error or out of memory.
     """
     output_format = choose_format(output_format, tty_default="text")
     conf = check_spark_usage(use_spark, master, spark_conf, output, paths, strict)
