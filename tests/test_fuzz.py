@@ -3,7 +3,8 @@
 `python -m kafkalog_tools.fuzz` runs the same thing for longer (see its --help). Each case mutates
 one seed file of the golden and real corpora (or a synthesized one), lays it out in a hostile log
 dir and runs every subcommand on it; a traceback, an exit code other than 0/1/2, a hang, memory
-exhaustion, a read-only command writing, or output from beyond a symbolic link fails the run.
+exhaustion, a read-only command writing, or output from beyond a symbolic link fails the run; in a
+differential run, also the bulk path (KAFKALOG_BULK=always) differing from the per-batch path (=never).
 """
 from __future__ import annotations
 
@@ -17,12 +18,13 @@ SEED = 20_250_601
 CASES = 400
 
 
-@pytest.mark.parametrize("bulk", ["auto", "always"], ids=["auto", "bulk-scan-always"])
-def test_the_short_fuzz_run_finds_nothing(monkeypatch, bulk):
-    """`always` sends the hostile segments through the compiled bulk scan too (workers inherit it)."""
-    monkeypatch.setenv(bulk_scan.MODE_VARIABLE, bulk)
+@pytest.mark.parametrize("differential", [False, True], ids=["auto", "differential"])
+def test_the_short_fuzz_run_finds_nothing(monkeypatch, differential):
+    """The differential run sends the hostile segments through the compiled bulk scan as well as the
+    per-batch path, and fails where the two say or write anything different."""
+    monkeypatch.delenv(bulk_scan.MODE_VARIABLE, raising=False)
     corpus = [root for root in (GOLDEN, REAL) if root.exists()]  # without it: synthesized seeds only
-    report = runner.run(SEED + (bulk == "always"), cases=CASES, corpus=corpus, workers=2)
+    report = runner.run(SEED + differential, cases=CASES, corpus=corpus, workers=2, differential=differential)
     print(f"{report.cases} cases, {report.runs} command runs in {report.seconds} s; exit codes {report.exit_codes}; "
           f"peak worker RSS {report.max_rss_mib} MiB; slowest run {report.slowest[0]} s")
     assert report.cases == CASES and report.runs >= 8 * CASES
@@ -31,3 +33,36 @@ def test_the_short_fuzz_run_finds_nothing(monkeypatch, bulk):
     assert report.failures == [], "\n".join(
         f"case {f['case']}: {f['failure']}: kafkalog {' '.join(f['argv'])}\n{f.get('detail', '')}"
         for f in report.failures[:5])
+
+
+def test_a_differential_run_catches_a_bulk_path_that_says_something_else(monkeypatch, tmp_path):
+    """A kernel whose every call reports its first batch's max timestamp one higher: the runs that
+    reach it with KAFKALOG_BULK=always must fail as `bulk-differs`, saying where they part."""
+    if bulk_scan.kernel() is None:
+        pytest.skip("no compiled kernels here (no numba to build them): no bulk path to compare")
+    read = bulk_scan.Reader._read
+
+    def off_by_one(self, position, deep, legacy_floor, columns):
+        n, after, stopped = read(self, position, deep, legacy_floor, columns)
+        if n:
+            columns[bulk_scan.MAX_TIMESTAMP, 0] += 1
+        return n, after, stopped
+
+    monkeypatch.setattr(bulk_scan.Reader, "_read", off_by_one)
+    worker = runner.Worker(SEED, [], tmp_path, runner.DEFAULT_TIME_LIMIT, differential=True)
+    failures = [run for number in range(12) for run in worker.run_case(number)["runs"] if run["failure"]]
+    assert failures and {run["failure"] for run in failures} == {"bulk-differs"}
+    # the time index rebuild-index writes is made of batches' max timestamps
+    assert any(run["argv"][0] == "rebuild-index" and "files written differ" in run["detail"]
+               and ".timeindex" in run["detail"] for run in failures), failures
+    assert all("KAFKALOG_BULK=never and =always differ" in run["detail"] for run in failures)
+
+
+def test_a_differential_pair_starts_from_the_same_files(tmp_path):
+    """Both runs of a pair see the case as the earlier runs left it, writers included: a clean
+    differential run over cases with rebuild-index and simulated compaction finds nothing."""
+    worker = runner.Worker(SEED, [], tmp_path, runner.DEFAULT_TIME_LIMIT, differential=True)
+    results = [worker.run_case(number) for number in range(8)]
+    runs = [run for result in results for run in result["runs"]]
+    assert {run["argv"][0] for run in runs} >= {"rebuild-index", "compaction", "retention", "dump", "verify"}
+    assert [run for run in runs if run["failure"]] == []

@@ -31,10 +31,14 @@ from . import runner
               help="Seconds one command run may take before it counts as a hang.")
 @click.option("--memory-limit", type=click.IntRange(min=0), default=runner.DEFAULT_MEMORY_LIMIT, show_default=True,
               help="Address-space limit of a worker in bytes (0: none); exceeding it is a failure.")
+@click.option("--differential", is_flag=True,
+              help="Run every command line twice, with KAFKALOG_BULK=never and =always (the per-batch path, "
+                   "then the compiled kernels wherever they take over), and fail where exit code, output or "
+                   "files written differ. Twice the runs; commands that read the clock get --now.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as one JSON object.")
 @click.option("--worker", is_flag=True, hidden=True)
 def command(run_seed, minutes, cases, first_case, single_case, keep, corpus, workers, time_limit, memory_limit,
-            as_json, worker):
+            differential, as_json, worker):
     """Fuzz every kafkalog subcommand with mutated Kafka files.
 
     Each case takes one seed file (from --corpus, or synthesized: every codec, transactions,
@@ -45,7 +49,8 @@ def command(run_seed, minutes, cases, first_case, single_case, keep, corpus, wor
     unreadable files, symbolic-link loops, links to devices and out of the tree, names that are not
     UTF-8), and runs every subcommand on it with options drawn from the CLI's own definitions
     (rebuild-index on a copy). A run fails on a traceback, an exit code other than 0/1/2, a hang,
-    exhausted memory, a read-only command writing, or output from beyond a symbolic link.
+    exhausted memory, a read-only command writing, or output from beyond a symbolic link; with
+    --differential also the compiled bulk path saying or writing anything else than the per-batch path.
 
     Long run, e.g.: python -m kafkalog_tools.fuzz --seed 7 --minutes 60 --workers 2
     --corpus ../shared/corpus/golden --corpus ../shared/corpus/real
@@ -54,14 +59,15 @@ def command(run_seed, minutes, cases, first_case, single_case, keep, corpus, wor
     --case N); 2 usage error.
     """
     if worker:
-        runner.worker_main(run_seed, list(corpus), time_limit, memory_limit)
+        runner.worker_main(run_seed, list(corpus), time_limit, memory_limit, differential)
         return
     if single_case is not None:
-        sys.exit(_one_case(run_seed, single_case, list(corpus), time_limit, keep))
+        sys.exit(_one_case(run_seed, single_case, list(corpus), time_limit, keep, differential))
     if minutes is None and cases is None:
         minutes = 1.0
     report = runner.run(run_seed, cases=cases, minutes=minutes, corpus=list(corpus), workers=workers,
-                        time_limit=time_limit, memory_limit=memory_limit, first_case=first_case)
+                        time_limit=time_limit, memory_limit=memory_limit, first_case=first_case,
+                        differential=differential)
     if as_json:
         click.echo(json.dumps(report.to_json()))
     else:
@@ -69,9 +75,10 @@ def command(run_seed, minutes, cases, first_case, single_case, keep, corpus, wor
     sys.exit(1 if report.failures else 0)
 
 
-def _one_case(run_seed: int, number: int, corpus: list[Path], time_limit: float, keep: Path | None) -> int:
+def _one_case(run_seed: int, number: int, corpus: list[Path], time_limit: float, keep: Path | None,
+              differential: bool) -> int:
     with tempfile.TemporaryDirectory(prefix="kafkalog-fuzz-") as work:
-        worker = runner.Worker(run_seed, corpus, Path(work), time_limit)
+        worker = runner.Worker(run_seed, corpus, Path(work), time_limit, differential)
         if keep is not None:
             keep.mkdir(parents=True, exist_ok=True)
         result = worker.run_case(number, keep=keep)
@@ -89,7 +96,7 @@ def _print_report(report: runner.Report, corpus) -> None:
     click.echo(f"runs per command: {report.runs_per_command}; exit codes: {report.exit_codes}")
     click.echo(f"peak worker RSS {report.max_rss_mib} MiB; slowest run {report.slowest[0]} s: "
                f"kafkalog {' '.join(report.slowest[1])}")
-    corpus_args = "".join(f" --corpus {c}" for c in corpus)
+    corpus_args = "".join(f" --corpus {c}" for c in corpus) + " --differential" * report.differential
     for failure in report.failures:
         click.echo(f"FAILURE {failure['failure']} in case {failure['case']}: kafkalog {' '.join(failure['argv'])}")
         click.echo(f"  {failure.get('detail', '')}".rstrip())

@@ -10,13 +10,17 @@ the CLI's one-line "internal error" message. A run fails when:
 - it runs longer than the time limit (an interval timer interrupts it in the worker; a worker
   that stops answering is killed by the parent and the case counts as a hang);
 - a read-only command changed, created or removed anything in the case's tree;
-- output mentions a file that is reachable only through a symbolic link out of the tree.
+- output mentions a file that is reachable only through a symbolic link out of the tree;
+- (differential runs) the compiled bulk path and the per-batch path disagree: every command line
+  runs twice, with KAFKALOG_BULK=never and =always, from the same files, and the exit code,
+  stdout, stderr and the files written must be the same.
 
 The parent hands out case numbers, collects one JSON line per run and per case, and keeps going
 after a failure (a killed worker is replaced).
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import io
 import json
@@ -38,7 +42,7 @@ from pathlib import Path
 
 OK_EXIT_CODES = (0, 1, 2)
 DEFAULT_TIME_LIMIT = 20.0
-DEFAULT_MEMORY_LIMIT = 3 << 29  # 1.5 GiB: a bomb costs at most twice --max-decompressed (128 MiB)
+DEFAULT_MEMORY_LIMIT = 3 << 29  # 1.5 GiB: a bomb costs about --max-decompressed (128 MiB) per inflating thread
 WATCHDOG_GRACE = 10.0
 
 
@@ -149,12 +153,14 @@ def _on_alarm(signum, frame):
 class Worker:
     """Builds and runs cases by number; the same (seed, number, seed files) always give the same case."""
 
-    def __init__(self, run_seed: int, corpus: list[Path], work_dir: Path, time_limit: float):
+    def __init__(self, run_seed: int, corpus: list[Path], work_dir: Path, time_limit: float,
+                 differential: bool = False):
         from ..cli import cli
         from . import cases
 
         self.run_seed = run_seed
         self.time_limit = time_limit
+        self.differential = differential
         self.work_dir = work_dir
         self.seeds = cases.collect_seeds(corpus)
         self.synthesized = cases.synthesize(work_dir / "synthesized")
@@ -184,11 +190,46 @@ class Worker:
                 "maxrss_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}
 
     def _run(self, invocation, case, k: int) -> RunResult:
+        if not self.differential:
+            return self._run_once(invocation, case, k)[0]
+        argv = self._with_clock(invocation.argv)
+        out_dir = case.root / "out"
+        earlier = case.root / f"out-before-{k}"  # what earlier runs wrote there: both runs start from it
+        if out_dir.exists():
+            copy_tree(out_dir, earlier)
+        seen = {}
+        for mode in BULK_MODES:
+            if mode != BULK_MODES[0]:
+                shutil.rmtree(out_dir, ignore_errors=True)
+                if earlier.exists():
+                    copy_tree(earlier, out_dir)
+            with _bulk_mode(mode):
+                result, seen[mode] = self._run_once(invocation, case, k, argv)
+            if result.failure is not None:
+                result.detail = f"with {_bulk_variable()}={mode}: {result.detail}"
+                return result
+        shutil.rmtree(earlier, ignore_errors=True)
+        difference = first_difference(*(seen[mode] for mode in BULK_MODES))
+        if difference is not None:
+            result.failure = "bulk-differs"
+            result.detail = f"{_bulk_variable()}={BULK_MODES[0]} and ={BULK_MODES[1]} differ: {difference}"
+        return result
+
+    def _with_clock(self, argv: list[str]) -> list[str]:
+        """A command that reads the clock gets --now where the case drew none: the two runs of a
+        differential pair would otherwise see different times and say so."""
         from . import cases
 
-        argv = invocation.argv
+        takes_now = any(param.name == "now" for param in self.commands[argv[0]].params)
+        return argv[:1] + ["--now", str(cases.T0)] + argv[1:] if takes_now and "--now" not in argv else argv
+
+    def _run_once(self, invocation, case, k: int, argv: list[str] | None = None) -> tuple[RunResult, Outcome]:
+        from . import cases
+
+        argv = invocation.argv if argv is None else argv
         if invocation.writes:  # a writer gets its own copy of the tree
             copy = case.root / f"copy-{k}"
+            shutil.rmtree(copy, ignore_errors=True)
             copy_tree(case.log_dir, copy)
             argv = [a.replace(os.fspath(case.log_dir), os.fspath(copy)) for a in argv]
         before = None if invocation.writes else listing(case.log_dir)
@@ -201,7 +242,77 @@ class Worker:
                 result.failure, result.detail = "wrote", f"a read-only command changed: {changed[:5]}"
         if result.failure is None and cases.OUTSIDE in out + err and not any(cases.OUTSIDE in a for a in argv):
             result.failure, result.detail = "followed-link", "output names a file outside the tree"
-        return result
+        written = {}
+        if self.differential:
+            for root in (case.root / f"copy-{k}" if invocation.writes else case.log_dir, case.root / "out"):
+                written.update(contents(root))
+        return result, Outcome(result.code, out, err, written)
+
+
+BULK_MODES = ("never", "always")
+"""A differential pair: the per-batch path alone (the reference), then the compiled kernels wherever
+they can take over (KAFKALOG_BULK)."""
+
+
+@dataclass
+class Outcome:
+    """What a run left for a differential comparison."""
+    code: int | None
+    stdout: str
+    stderr: str
+    files: dict[bytes, tuple]
+
+
+def contents(root: Path) -> dict[bytes, tuple]:
+    """`listing` without modification times: what two runs that wrote the same files share."""
+    if not os.path.lexists(root):
+        return {}
+    return {path: _timeless(entry) for path, entry in listing(root).items()}
+
+
+def _timeless(entry: tuple) -> tuple:
+    kind = entry[0]
+    if kind == "file":
+        return (kind, entry[1], *entry[3:])  # size, mode, digest
+    return entry if kind == "link" else (kind,)
+
+
+def first_difference(reference: Outcome, other: Outcome) -> str | None:
+    """Where two outcomes first part, said in a line; None when they are the same."""
+    if reference.code != other.code:
+        return f"exit code {reference.code} vs {other.code}"
+    for stream in ("stdout", "stderr"):
+        ours, theirs = getattr(reference, stream), getattr(other, stream)
+        if ours != theirs:
+            ours, theirs = ours.splitlines(keepends=True), theirs.splitlines(keepends=True)
+            line = next((n for n, (a, b) in enumerate(zip(ours, theirs)) if a != b), min(len(ours), len(theirs)))
+            shown = [lines[line][:300] if line < len(lines) else "(no line)" for lines in (ours, theirs)]
+            return f"{stream} line {line + 1}: {shown[0]!r} vs {shown[1]!r}"
+    if reference.files != other.files:
+        changed = sorted(os.fsdecode(path) for path in set(reference.files) | set(other.files)
+                         if reference.files.get(path) != other.files.get(path))
+        return f"files written differ: {changed[:5]}"
+    return None
+
+
+def _bulk_variable() -> str:
+    from ..formats.bulk_scan import MODE_VARIABLE
+
+    return MODE_VARIABLE
+
+
+@contextlib.contextmanager
+def _bulk_mode(mode: str):
+    """KAFKALOG_BULK set for one run, then put back."""
+    saved = os.environ.get(_bulk_variable())
+    os.environ[_bulk_variable()] = mode
+    try:
+        yield
+    finally:
+        if saved is None:
+            del os.environ[_bulk_variable()]
+        else:
+            os.environ[_bulk_variable()] = saved
 
 
 def click_context(group):
@@ -210,7 +321,8 @@ def click_context(group):
     return click.Context(group, info_name="kafkalog")
 
 
-def worker_main(run_seed: int, corpus: list[Path], time_limit: float, memory_limit: int) -> None:
+def worker_main(run_seed: int, corpus: list[Path], time_limit: float, memory_limit: int,
+                differential: bool = False) -> None:
     """The worker loop: a case number per stdin line; JSON lines out ("start" per run, then the case)."""
     if memory_limit:
         resource.setrlimit(resource.RLIMIT_AS, (memory_limit, memory_limit))
@@ -218,7 +330,7 @@ def worker_main(run_seed: int, corpus: list[Path], time_limit: float, memory_lim
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, 1)  # nothing but our own lines reaches the parent's pipe
     with tempfile.TemporaryDirectory(prefix="kafkalog-fuzz-") as work:
-        worker = Worker(run_seed, corpus, Path(work), time_limit)
+        worker = Worker(run_seed, corpus, Path(work), time_limit, differential)
         channel.write(json.dumps({"ready": True, "seeds": len(worker.seeds),
                                   "commands": list(worker.commands)}) + "\n")
         for line in sys.stdin:
@@ -236,6 +348,7 @@ def worker_main(run_seed: int, corpus: list[Path], time_limit: float, memory_lim
 @dataclass
 class Report:
     run_seed: int
+    differential: bool = False
     cases: int = 0
     runs: int = 0
     seconds: float = 0.0
@@ -284,16 +397,17 @@ class _WorkerProcess:
 
 def run(run_seed: int, *, cases: int | None = None, minutes: float | None = None, corpus: list[Path] = (),
         workers: int = 1, time_limit: float = DEFAULT_TIME_LIMIT, memory_limit: int = DEFAULT_MEMORY_LIMIT,
-        first_case: int = 0, on_case=None) -> Report:
-    """Run cases `first_case`, `first_case + 1`, ... until `cases` are done or `minutes` have passed."""
+        first_case: int = 0, on_case=None, differential: bool = False) -> Report:
+    """Run cases `first_case`, `first_case + 1`, ... until `cases` are done or `minutes` have passed
+    (`differential`: each command line twice, per-batch and bulk, compared; see the module's doc)."""
     if cases is None and minutes is None:
         raise ValueError("give cases or minutes")
     started = time.monotonic()
     deadline = None if minutes is None else started + minutes * 60
-    report = Report(run_seed)
+    report = Report(run_seed, differential)
     lines: queue.Queue = queue.Queue()
     argv = [sys.executable, "-m", "kafkalog_tools.fuzz", "--worker", "--seed", str(run_seed),
-            "--time-limit", str(time_limit), "--memory-limit", str(memory_limit)]
+            "--time-limit", str(time_limit), "--memory-limit", str(memory_limit)] + ["--differential"] * differential
     for root in corpus:
         argv += ["--corpus", os.fspath(root)]
     pool = [_WorkerProcess(i, argv, lines) for i in range(workers)]
