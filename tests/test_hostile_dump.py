@@ -24,7 +24,8 @@ import pytest
 from kafkalog_tools.crc import crc32c
 from kafkalog_tools.formats import legacy, producer_snapshot, time_index, txn_index
 from kafkalog_tools.formats import offset_index
-from kafkalog_tools.formats.record_batch import build_batch, build_record
+from kafkalog_tools.errors import CorruptDataError
+from kafkalog_tools.formats.record_batch import build_batch, build_record, parse_batch
 from kafkalog_tools.fuzz.runner import listing
 from tests.conftest import GOLDEN, REAL, ROOT
 
@@ -230,6 +231,22 @@ def test_truncation_is_reported_at_the_batch_start_in_json(partition):
                          "reason": "the last batch runs past the end of the file (truncated)",
                          "still_being_written": False}]
     assert run.code == 1
+
+
+@pytest.mark.parametrize("tail", [0, 100], ids=["at-the-end", "followed-by-bytes"])
+def test_a_v2_entry_smaller_than_a_batch_header(partition, tail):
+    """Magic 2 and a length of 16: a whole entry by its length, but 28 bytes where a batch header
+    takes 61. At the end of the file the header read ran out of bytes (a traceback, found by the
+    fuzzer); Kafka says the batch is smaller than its minimum overhead, wherever it is."""
+    small = struct.pack(">qi", 1, 16) + b"\x00" * 4 + b"\x02" + b"\x00" * 11
+    write(partition, SEGMENT, FIRST + small + b"\xee" * tail)
+    given = f"hostile-0/{SEGMENT}"
+    run = dump("--format", "text", given, cwd=partition.parent)
+    assert run.code == 1
+    assert (f"kafkalog: error: {given}: byte {AT}: Record batch is corrupt (the size 28 is smaller than the "
+            f"minimum allowed overhead 61)") in run.err
+    with pytest.raises(CorruptDataError, match="the size 28 is smaller than the minimum allowed overhead 61"):
+        parse_batch(small, 0, given)
 
 
 def test_a_gzip_bomb_stops_at_max_decompressed(partition):

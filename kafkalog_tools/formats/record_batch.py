@@ -12,6 +12,7 @@ derived from `BATCH_HEADER`, and record decoding a hand-inlined varint reader ch
 from __future__ import annotations
 
 import io
+import struct
 from dataclasses import dataclass
 
 from construct import (
@@ -128,15 +129,16 @@ class RecordBatchV2(Batch):
 
 def parse_batch(source, position: int, path: str, decompress_limit: int = codecs.DEFAULT_LIMIT) -> RecordBatchV2:
     """Read the V2 batch header at `position` of `source` (whose 12+batch_length bytes are present)."""
-    (base_offset, batch_length, leader_epoch, magic, crc, attributes, last_offset_delta,
-     base_timestamp, max_timestamp, producer_id, producer_epoch, base_sequence,
-     records_count) = HEADER.unpack_from(source, position)
+    try:
+        (base_offset, batch_length, leader_epoch, magic, crc, attributes, last_offset_delta,
+         base_timestamp, max_timestamp, producer_id, producer_epoch, base_sequence,
+         records_count) = HEADER.unpack_from(source, position)
+    except struct.error:  # the source ends within 61 bytes: the entry, being there whole, is smaller
+        batch_length = int.from_bytes(source[position + 8 : position + 12], "big", signed=True)
+        raise _smaller_than_a_header(LOG_OVERHEAD + batch_length, path, position) from None
     size = LOG_OVERHEAD + batch_length
     if size < HEADER_SIZE:
-        raise CorruptDataError(
-            f"Record batch is corrupt (the size {size} is smaller than the minimum allowed overhead {HEADER_SIZE})",
-            path=path, position=position, expected=f">= {HEADER_SIZE} bytes", actual=size,
-        )
+        raise _smaller_than_a_header(size, path, position)
     attributes &= 0xFF  # (byte) getShort(21): the high byte is ignored
     computed = crc32c(memoryview(source)[position + CRC_START : position + size])
     last_offset = base_offset + last_offset_delta
@@ -156,6 +158,13 @@ def parse_batch(source, position: int, path: str, decompress_limit: int = codecs
         producer_id, producer_epoch, base_sequence, last_sequence, bool(attributes & ATTR_TRANSACTIONAL),
         bool(attributes & ATTR_CONTROL), leader_epoch, base_timestamp if attributes & ATTR_DELETE_HORIZON else None,
         base_timestamp, None, None, base_offset, source, decompress_limit,
+    )
+
+
+def _smaller_than_a_header(size: int, path: str, position: int) -> CorruptDataError:
+    return CorruptDataError(
+        f"Record batch is corrupt (the size {size} is smaller than the minimum allowed overhead {HEADER_SIZE})",
+        path=path, position=position, expected=f">= {HEADER_SIZE} bytes", actual=size,
     )
 
 
