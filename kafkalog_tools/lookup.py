@@ -420,7 +420,7 @@ class _SegmentView:
             while low <= high:
                 middle = (low + high) // 2
                 entry = first if middle == 0 else read(middle)
-                if not (base <= entry.offset < limit and entry.position < log_size) or (
+                if not (base <= entry.offset < limit and 0 <= entry.position < log_size) or (
                         below is not None and (entry.offset <= below.offset or entry.position <= below.position)) or (
                         above is not None and (entry.offset >= above.offset or entry.position >= above.position)):
                     return None
@@ -565,6 +565,8 @@ def _offset_entries_problem(entries: list[OffsetPosition], base: int, next_base:
             return f"entry {entry.slot} has offset {entry.offset}, outside the segment"
         if entry.position >= log_size:
             return f"entry {entry.slot} points at byte {entry.position}, past the end of the .log ({log_size})"
+        if entry.position < 0:
+            return f"entry {entry.slot} points at byte {entry.position}, before the start of the .log"
         if previous is not None and (entry.offset <= previous.offset or entry.position <= previous.position):
             return f"entry {entry.slot} does not follow entry {previous.slot}"
         previous = entry

@@ -199,6 +199,22 @@ def test_an_offset_index_out_of_order_is_caught_by_the_binary_search(mixed):
     assert warned(answers, "00000000000000000424.index is broken")
 
 
+@pytest.mark.parametrize("keep, slot", [(None, 0), (None, 3), (1, 0)], ids=["first-entry", "middle-entry", "only-entry"])
+def test_an_offset_index_entry_before_the_start_of_the_log(mixed, keep, slot):
+    """A position read as a negative int32 (a flipped top bit): Kafka's read would fail on it. A
+    lookup distrusts the index and scans, by offset (binary search) and by timestamp (the tail after
+    the last offset index entry is scanned: from a negative one, a traceback before), and every
+    answer stays right."""
+
+    def negative(entries):
+        del entries[keep or len(entries):]
+        entries[slot] = (entries[slot][0], entries[slot][1] - (1 << 31))
+
+    rewrite_offset_index(mixed, 424, negative)
+    answers = check_all(mixed, Expected("golden-v2-mixed-0", mixed))
+    assert warned(answers, f"00000000000000000424.index is broken (entry {slot} points at byte -")
+
+
 def test_a_time_index_out_of_order_and_one_with_a_zero_tail(mixed):
     path = mixed / "00000000000000001323.timeindex"
     data = path.read_bytes()
