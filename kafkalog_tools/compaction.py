@@ -34,7 +34,7 @@ from pathlib import Path
 
 from .errors import CorruptDataError, InputError, KafkaLogError
 from .formats import checkpoint
-from .formats.batch import Batch, Record
+from .formats.batch import Batch, Record, java_long
 from .formats.logdir import PartitionDir, Segment
 from .formats.offset_index import OffsetIndex
 from .formats.record_batch import (ATTR_CONTROL, ATTR_DELETE_HORIZON, ATTR_LOG_APPEND_TIME, ATTR_TRANSACTIONAL,
@@ -482,7 +482,8 @@ def _filter_batch(plan: BatchPlan, transactions: _TransactionFilter, offset_map:
             plan.outcome, plan.delete_horizon_ms = ORIGINAL, batch.delete_horizon_ms
         else:
             plan.outcome = REBUILT
-            plan.delete_horizon_ms = now + delete_retention_ms if set_horizon else batch.delete_horizon_ms
+            # Java's long sum: a delete.retention.ms near Long.MAX_VALUE wraps it negative, as Kafka writes it
+            plan.delete_horizon_ms = java_long(now + delete_retention_ms) if set_horizon else batch.delete_horizon_ms
     elif last_of_producer:
         plan.outcome = EMPTY_HEADER  # BatchRetention.RETAIN_EMPTY
     else:
@@ -669,7 +670,7 @@ def output_bytes(plan: BatchPlan) -> bytes:
         max_timestamp = batch.max_timestamp
     else:
         max_timestamp = max(r.timestamp for r in kept)
-    records = [build_record(r.offset - batch.base_offset, r.timestamp - base_timestamp, r.key, r.value,
+    records = [build_record(r.offset - batch.base_offset, java_long(r.timestamp - base_timestamp), r.key, r.value,
                             r.headers) for r in kept]
     return build_batch(batch.base_offset, records, base_timestamp=base_timestamp, max_timestamp=max_timestamp,
                        compression_id=batch.compression_id,

@@ -119,6 +119,26 @@ def test_simulate_writes_exactly_the_surviving_records(tmp_path):
     assert verify.exit_code == 0, verify.stdout
 
 
+def test_a_delete_horizon_past_long_max_wraps_as_javas_does(tmp_path):
+    """delete.retention.ms = Long.MAX_VALUE: Kafka's now + delete.retention.ms is a Java long sum,
+    so the horizon it writes wraps negative (and the record deltas against it wrap too). --simulate
+    raised a traceback building that batch; now it writes what Kafka would."""
+    long_max = (1 << 63) - 1
+    out = tmp_path / "out"
+    result, objects = run("--now", NOW, "--delete-retention-ms", long_max, "--simulate", "--output-dir", out, ACCOUNTS)
+    assert result.exit_code == 0, result.stderr
+    wrapped = NOW + long_max - (1 << 64)
+    tombstone = next(o for o in objects if o["type"] == "tombstone" and o["offset"] == 12)
+    assert tombstone["new_delete_horizon_ms"] == wrapped
+    with SegmentFile(out / "accounts-0" / "00000000000000000000.log") as segment:
+        rebuilt = next(b for b in segment.batches() if b.base_offset == 10)
+        assert rebuilt.crc_valid and rebuilt.delete_horizon_ms == wrapped
+        written = {r.offset: r.timestamp for r in rebuilt.records()}
+    with SegmentFile(ACCOUNTS / "00000000000000000010.log") as segment:
+        original = {r.offset: r.timestamp for b in segment.batches() for r in b.records()}
+    assert written and all(original[offset] == timestamp for offset, timestamp in written.items())
+
+
 def _all_records(directory):
     out = []
     for log in sorted(directory.glob("*.log")):
