@@ -29,8 +29,11 @@ SUBCOMMANDS = {
     "diverge": ("diverge", "Where copies of one partition from several brokers diverge, and what a failover would truncate."),
 }
 
-OUT_OF_MEMORY = ("kafkalog: error: out of memory: each thread that decompresses (up to 4) may hold a batch "
-                 "inflated to 128 MiB (dump's --max-decompressed); give the process more memory")
+def out_of_memory() -> str:
+    from .codecs import DEFAULT_LIMIT, THREADS_MAX  # (not on --help's path)
+
+    return (f"kafkalog: error: out of memory: each thread that decompresses (up to {THREADS_MAX}) may hold a batch "
+            f"inflated to {DEFAULT_LIMIT >> 20} MiB (dump's --max-decompressed); give the process more memory")
 
 
 class LazyGroup(click.Group):
@@ -98,7 +101,7 @@ def main(argv: list[str] | None = None) -> None:
     except MemoryError:  # the machine's too, unless we asked for far too much (KAFKALOG_DEBUG shows where)
         if os.environ.get("KAFKALOG_DEBUG"):
             raise
-        click.echo(OUT_OF_MEMORY, err=True)
+        click.echo(out_of_memory(), err=True)
         sys.exit(EXIT_USAGE)
     except Exception as exc:  # a bug of ours: still no traceback unless asked for
         if os.environ.get("KAFKALOG_DEBUG"):

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from kafkalog_tools.cli import OUT_OF_MEMORY, main
+from kafkalog_tools.cli import main, out_of_memory
 
 MIXED = "golden-v2-mixed-0"
 
@@ -349,4 +349,4 @@ def test_out_of_memory_is_told_as_such_not_as_corrupt_data(tmp_path, command):
     header[17:21] = crc32c(bytes(header[21:]) + payload).to_bytes(4, "big")
     segment.write_bytes(segment.read_bytes() + header + payload)
     code, err, _ = run(clean_peak + (64 << 20))
-    assert (code, err) == (2, OUT_OF_MEMORY + "\n")
+    assert (code, err) == (2, out_of_memory() + "\n")

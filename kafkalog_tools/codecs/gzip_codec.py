@@ -27,7 +27,7 @@ def decompress(data: bytes, limit: int, magic: int) -> bytes:
             if size > limit:
                 raise too_large("gzip", limit)
             tail = member.unconsumed_tail
-            if member.eof or not tail and len(pieces[-1]) < STEP:
+            if member.eof or (not tail and len(pieces[-1]) < STEP):  # else zlib holds more output
                 break
         if not member.eof:
             raise zlib.error("gzip stream ends before its end-of-stream marker")

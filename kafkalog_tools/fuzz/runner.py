@@ -237,14 +237,12 @@ class Worker:
         if result.failure is None and before is not None:
             after = listing(case.log_dir)
             if after != before:
-                changed = sorted(os.fsdecode(p) for p in set(before) ^ set(after)
-                                 | {p for p in before if p in after and before[p] != after[p]})
-                result.failure, result.detail = "wrote", f"a read-only command changed: {changed[:5]}"
+                result.failure, result.detail = "wrote", f"a read-only command changed: {changed(before, after)[:5]}"
         if result.failure is None and cases.OUTSIDE in out + err and not any(cases.OUTSIDE in a for a in argv):
             result.failure, result.detail = "followed-link", "output names a file outside the tree"
         written = {}
-        if self.differential:
-            for root in (case.root / f"copy-{k}" if invocation.writes else case.log_dir, case.root / "out"):
+        if self.differential:  # (a read-only command's tree is unchanged: checked above)
+            for root in [case.root / f"copy-{k}"] * invocation.writes + [case.root / "out"]:
                 written.update(contents(root))
         return result, Outcome(result.code, out, err, written)
 
@@ -289,10 +287,13 @@ def first_difference(reference: Outcome, other: Outcome) -> str | None:
             shown = [lines[line][:300] if line < len(lines) else "(no line)" for lines in (ours, theirs)]
             return f"{stream} line {line + 1}: {shown[0]!r} vs {shown[1]!r}"
     if reference.files != other.files:
-        changed = sorted(os.fsdecode(path) for path in set(reference.files) | set(other.files)
-                         if reference.files.get(path) != other.files.get(path))
-        return f"files written differ: {changed[:5]}"
+        return f"files written differ: {changed(reference.files, other.files)[:5]}"
     return None
+
+
+def changed(before: dict[bytes, tuple], after: dict[bytes, tuple]) -> list[str]:
+    """The paths of two listings that one lacks or that differ, sorted."""
+    return sorted(os.fsdecode(path) for path in before.keys() | after.keys() if before.get(path) != after.get(path))
 
 
 def _bulk_variable() -> str:
