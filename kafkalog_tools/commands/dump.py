@@ -17,7 +17,12 @@ from ..output import dumplog_text, jsonl
 from ..spark.options import check_spark_usage, spark_options
 from . import stop_strictly, strict_option
 
-DECODER_CHOICES = ("auto", "none", "consumer-offsets", "transaction-log", "cluster-metadata")
+DECODER_CHOICES = ("auto", "none", "consumer-offsets", "transaction-log", "cluster-metadata", "share-group-state",
+                   "remote-log-metadata")
+KAFKA_DECODER_FLAGS = {"offsets_decoder": "consumer-offsets", "transaction_log_decoder": "transaction-log",
+                       "cluster_metadata_decoder": "cluster-metadata", "share_group_state_decoder": "share-group-state",
+                       "remote_log_metadata_decoder": "remote-log-metadata"}
+"""kafka-dump-log's decoder options (each implies --print-data-log) and the decoder each names."""
 
 
 def parse_time(value: str | None) -> int | None:
@@ -50,10 +55,13 @@ def _regex(ctx, param, value):
               help="JSON: keys and values as UTF-8 text when valid (auto) or always base64.")
 @click.option("--decoder", type=click.Choice(DECODER_CHOICES), default="auto", show_default=True,
               help="Payload decoder; auto picks one by topic directory name (__consumer_offsets, "
-                   "__transaction_state, __cluster_metadata).")
+                   "__transaction_state, __cluster_metadata, __share_group_state, __remote_log_metadata).")
 @click.option("--offsets-decoder", is_flag=True, help="As kafka-dump-log: --decoder consumer-offsets -p.")
 @click.option("--transaction-log-decoder", is_flag=True, help="As kafka-dump-log: --decoder transaction-log -p.")
 @click.option("--cluster-metadata-decoder", is_flag=True, help="As kafka-dump-log: --decoder cluster-metadata -p.")
+@click.option("--share-group-state-decoder", is_flag=True, help="As kafka-dump-log: --decoder share-group-state -p.")
+@click.option("--remote-log-metadata-decoder", is_flag=True,
+              help="As kafka-dump-log: --decoder remote-log-metadata -p.")
 @click.option("--from-offset", type=int, help="Only batches/records with offsets >= this.")
 @click.option("--to-offset", type=int, help="Only batches/records with offsets <= this.")
 @click.option("--from-time", help="Only records with timestamps >= this (epoch ms or ISO-8601).")
@@ -69,9 +77,8 @@ def _regex(ctx, param, value):
 @spark_options("With --spark (required then): write DIR/batches and DIR/records, Parquet datasets partitioned "
                "by topic and partition with the JSON Lines field names, and DIR/problems.")
 def command(paths, output_format, deep_iteration, print_data_log, skip_record_metadata, bytes_mode, decoder,
-            offsets_decoder, transaction_log_decoder, cluster_metadata_decoder, from_offset, to_offset, from_time,
-            to_time, producer_id, key, key_regex, max_bytes, max_decompressed, strict, use_spark, master, spark_conf,
-            output):
+            from_offset, to_offset, from_time, to_time, producer_id, key, key_regex, max_bytes, max_decompressed, strict,
+            use_spark, master, spark_conf, output, **kafka_decoder_flags):
     """Print the batches, records and index entries of segments, partitions or whole log dirs.
 
     PATH is a .log, .index, .timeindex, .txnindex, .snapshot or checkpoint file, a partition
@@ -85,9 +92,8 @@ def command(paths, output_format, deep_iteration, print_data_log, skip_record_me
     Exit codes: 0 clean; 1 problems in the data (corrupt or truncated batches, bad CRCs,
     unreadable structures); 2 usage error, or a path that cannot be read at all.
     """
-    for flag, name in ((offsets_decoder, "consumer-offsets"), (transaction_log_decoder, "transaction-log"),
-                       (cluster_metadata_decoder, "cluster-metadata")):
-        if flag:
+    for flag, name in KAFKA_DECODER_FLAGS.items():
+        if kafka_decoder_flags[flag]:
             decoder, print_data_log = name, True
     options = d.DumpOptions(
         deep=deep_iteration or print_data_log,

@@ -47,7 +47,8 @@ class PayloadDecoder:
     description: str
 
 
-_MODULES = ("consumer_offsets", "transaction_state", "cluster_metadata")
+_MODULES = ("consumer_offsets", "share_group_state", "transaction_state", "cluster_metadata",
+            "remote_log_metadata")
 _REGISTRY: dict[str, PayloadDecoder] = {}
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import io
 from dataclasses import dataclass
+from typing import Mapping
 
 from construct import Construct, ConstructError, Struct
 
@@ -83,8 +84,10 @@ class MetadataParseError(PayloadError):
 # ---------------------------------------------------------------------------------------------
 
 
-def read_metadata_record(value: bytes) -> MetadataRecord:
-    """Read a record value as AbstractApiMessageSerde.read does, failing as it fails."""
+def read_metadata_record(value: bytes,
+                         records: Mapping[int, MessageSchema] = METADATA_RECORDS) -> MetadataRecord:
+    """Read a record value as AbstractApiMessageSerde.read does, failing as it fails. `records`
+    are the messages by apiKey: the metadata log's, or another serde's such as tiered storage's."""
     stream = io.BytesIO(value)
     header: dict = {}
     for field in FRAME_HEADER.subcons:  # one at a time: Kafka checks the frame version first
@@ -92,7 +95,7 @@ def read_metadata_record(value: bytes) -> MetadataRecord:
         if field.name == "frameVersion":
             _check_frame_version(header)
     api_key, version = header["apiKey"], header["version"]
-    schema = METADATA_RECORDS.get(api_key)
+    schema = records.get(api_key)
     if schema is None:  # MetadataRecordType.fromId's exception, wrapped whole
         raise MetadataParseError("org.apache.kafka.common.errors.UnsupportedVersionException: "
                                  f"Unknown metadata id {api_key}", header)

@@ -10,14 +10,15 @@ Implements, as `construct` schemas built from `kafkalog_tools.protocol`:
 - `ConsumerProtocolSubscription` v0-3 and `ConsumerProtocolAssignment` v0-3
   (clients/src/main/resources/common/message), the member metadata of groups whose protocol type
   is "consumer";
-- the KIP-848 `ConsumerGroup*` records, key types 3-8.
+- the KIP-848 `ConsumerGroup*` records, key types 3-8, and `ConsumerGroupRegularExpression`
+  (type 16, Kafka 4.0);
+- the KIP-932 share group records, key types 9-15, as Kafka 4.0 (commit b0fb35c, the golden-4.0
+  corpus's) declares them; Kafka 3.8 printed them as unknown record types.
 
-Share group records (KIP-932, key types 9-15) are recognised by type and kept raw: Kafka 3.8
-cannot read them and their schemas were still changing.
-
-The text is what `kafka-dump-log.sh --offsets-decoder` prints in Kafka 3.8.0
+The text is what `kafka-dump-log.sh --offsets-decoder` prints in Kafka 3.8.0 and 4.0
 (`DumpLogSegments.OffsetsMessageParser`): the generated `*JsonConverter` output, serialized by
-Jackson's `JsonNode.toString`.
+Jackson's `JsonNode.toString`. The same framing and text serve `__share_group_state`
+(`share_group_state`), through `decode_coordinator_record`.
 """
 from __future__ import annotations
 
@@ -270,6 +271,45 @@ ConsumerGroupCurrentMemberAssignmentValue = FLEXIBLE.struct(
 )
 
 
+ConsumerGroupRegularExpressionKey = Struct("groupId" / String, "regularExpression" / String)
+ConsumerGroupRegularExpressionValue = FLEXIBLE.struct(
+    "topics" / CompactArray(CompactString),
+    "version" / Int64sb,  # the metadata image version the topics were resolved at
+    "timestamp" / Int64sb,
+)
+
+
+# ---------------------------------------------------------------------------------------------
+# KIP-932 share group records, key types 9-15 (Kafka 4.0): keys as for the KIP-848 records, values
+# at v0, flexible. ShareGroupPartitionMetadataValue has ConsumerGroupPartitionMetadataValue's
+# layout; the target and current assignments have no pending revocations.
+# ---------------------------------------------------------------------------------------------
+
+ShareGroupMemberMetadataValue = FLEXIBLE.struct(
+    "rackId" / CompactNullableString,
+    "clientId" / CompactString,
+    "clientHost" / CompactString,
+    "subscribedTopicNames" / CompactArray(CompactString),
+)
+ShareGroupCurrentMemberAssignmentValue = FLEXIBLE.struct(
+    "memberEpoch" / Int32sb,
+    "previousMemberEpoch" / Int32sb,
+    "state" / Int8sb,
+    "assignedPartitions" / CompactArray(TopicIdPartitions),
+)
+ShareGroupStatePartitionMetadataValue = FLEXIBLE.struct(
+    "initializedTopics" / CompactArray(FLEXIBLE.struct(
+        "topicId" / Uuid,
+        "topicName" / CompactString,
+        "partitions" / CompactArray(Int32sb),
+    )),
+    "deletingTopics" / CompactArray(FLEXIBLE.struct(
+        "topicId" / Uuid,
+        "topicName" / CompactString,
+    )),
+)
+
+
 # ---------------------------------------------------------------------------------------------
 # Record types (CoordinatorRecordSerde.apiMessageKeyFor / apiMessageValueFor)
 # ---------------------------------------------------------------------------------------------
@@ -315,16 +355,30 @@ RECORD_TYPES: dict[int, RecordType] = {
                   "ConsumerGroupCurrentMemberAssignmentKey", GroupIdMemberIdKey,
                   "ConsumerGroupCurrentMemberAssignmentValue",
                   {0: ConsumerGroupCurrentMemberAssignmentValue}),
-}
 
-SHARE_GROUP_RECORD_TYPES = {
-    9: "share_group_partition_metadata",
-    10: "share_group_member_metadata",
-    11: "share_group_metadata",
-    12: "share_group_target_assignment_metadata",
-    13: "share_group_target_assignment_member",
-    14: "share_group_current_member_assignment",
-    15: "share_group_state_partition_metadata",
+    9: RecordType("share_group_partition_metadata", "ShareGroupPartitionMetadataKey", GroupIdKey,
+                  "ShareGroupPartitionMetadataValue", {0: ConsumerGroupPartitionMetadataValue}),
+    10: RecordType("share_group_member_metadata", "ShareGroupMemberMetadataKey", GroupIdMemberIdKey,
+                   "ShareGroupMemberMetadataValue", {0: ShareGroupMemberMetadataValue}),
+    11: RecordType("share_group_metadata", "ShareGroupMetadataKey", GroupIdKey,
+                   "ShareGroupMetadataValue", {0: ConsumerGroupMetadataValue}),
+    12: RecordType("share_group_target_assignment_metadata",
+                   "ShareGroupTargetAssignmentMetadataKey", GroupIdKey,
+                   "ShareGroupTargetAssignmentMetadataValue",
+                   {0: ConsumerGroupTargetAssignmentMetadataValue}),
+    13: RecordType("share_group_target_assignment_member", "ShareGroupTargetAssignmentMemberKey",
+                   GroupIdMemberIdKey, "ShareGroupTargetAssignmentMemberValue",
+                   {0: ConsumerGroupTargetAssignmentMemberValue}),
+    14: RecordType("share_group_current_member_assignment",
+                   "ShareGroupCurrentMemberAssignmentKey", GroupIdMemberIdKey,
+                   "ShareGroupCurrentMemberAssignmentValue",
+                   {0: ShareGroupCurrentMemberAssignmentValue}),
+    15: RecordType("share_group_state_partition_metadata", "ShareGroupStatePartitionMetadataKey",
+                   GroupIdKey, "ShareGroupStatePartitionMetadataValue",
+                   {0: ShareGroupStatePartitionMetadataValue}),
+    16: RecordType("consumer_group_regular_expression", "ConsumerGroupRegularExpressionKey",
+                   ConsumerGroupRegularExpressionKey, "ConsumerGroupRegularExpressionValue",
+                   {0: ConsumerGroupRegularExpressionValue}),
 }
 
 CONSUMER_PROTOCOL_TYPE = "consumer"  # ConsumerProtocol.PROTOCOL_TYPE
@@ -343,9 +397,6 @@ def kafka_read_version(version: int, schemas: Mapping[int, Construct]) -> int:
 # JSON-ready values, and the text Kafka prints: JsonConverter field order and presence rules,
 # serialized as Jackson's JsonNode.toString does (compact; bytes as padded standard base64)
 # ---------------------------------------------------------------------------------------------
-
-TAGGED_FIELD_DEFAULTS = {"classicMemberMetadata": None}
-"""JsonConverters write a tagged field only when it differs from its default."""
 
 UNKNOWN_TAGGED_FIELDS = "_unknownTaggedFields"
 
@@ -389,14 +440,14 @@ def _unknown_tags(obj: object) -> Iterator[int]:
 
 
 def _kafka_view(obj: object) -> object:
-    """What Kafka's JsonConverters write of JSON-ready data: no unknown tagged fields, no tagged
-    field at its default, consumer protocol expansions without their embedded version."""
+    """What Kafka's JsonConverters write of JSON-ready data: no unknown tagged fields, consumer
+    protocol expansions without their embedded version. (Kafka 4.0 writes the one tagged struct,
+    classicMemberMetadata, even when null.)"""
     if isinstance(obj, dict):
         return {
             name: _kafka_view(item["data"] if _is_expansion(name, item) else item)
             for name, item in obj.items()
             if name != UNKNOWN_TAGGED_FIELDS
-            and not (name in TAGGED_FIELD_DEFAULTS and item == TAGGED_FIELD_DEFAULTS[name])
         }
     if isinstance(obj, list):
         return [_kafka_view(item) for item in obj]
@@ -407,17 +458,28 @@ def _is_expansion(name: str, item: object) -> bool:
     return name in ("subscription", "assignment") and isinstance(item, dict)
 
 
-def _key_text(record_type: int, key_data: dict) -> str:
-    return '{"type":"%d","data":%s}' % (record_type, jackson_json(_kafka_view(key_data)))
-
-
-def _value_text(version: int, value_data: dict) -> str:
-    return '{"version":"%d","data":%s}' % (version, jackson_json(_kafka_view(value_data)))
-
-
 # ---------------------------------------------------------------------------------------------
 # Decoding a record
 # ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CoordinatorTopic:
+    """What differs between the topics a coordinator runtime writes, as DumpLogSegments prints
+    them: the record types, and the name its text gives the value version."""
+
+    name: str
+    record_types: Mapping[int, RecordType]
+    value_version_label: str
+    """"version" for the offsets decoder; the share-state decoder writes the value's version
+    under "type" (DumpLogSegments.ShareGroupStateMessageParser.jsonString)."""
+
+    def key_text(self, record_type: int, key_data: dict) -> str:
+        return '{"type":"%d","data":%s}' % (record_type, jackson_json(_kafka_view(key_data)))
+
+    def value_text(self, version: int, value_data: dict) -> str:
+        return '{"%s":"%d","data":%s}' % (self.value_version_label, version,
+                                         jackson_json(_kafka_view(value_data)))
 
 
 def _describe(exc: ConstructError) -> str:
@@ -444,8 +506,9 @@ def _at(offset: int | None) -> str:
     return "" if offset is None else f" at offset {offset}"
 
 
-def decode(key: bytes | None, value: bytes | None, offset: int | None = None) -> DecodedPayload:
-    """Decode one `__consumer_offsets` record.
+def decode_coordinator_record(topic: CoordinatorTopic, key: bytes | None, value: bytes | None,
+                              offset: int | None = None) -> DecodedPayload:
+    """Decode one record a coordinator runtime wrote (CoordinatorRecordSerde's framing).
 
     `offset` only completes the lines Kafka prints for records it skips ("Unknown record type 9
     at offset 5, skipping."); without it they read "Unknown record type 9, skipping.". When
@@ -453,16 +516,17 @@ def decode(key: bytes | None, value: bytes | None, offset: int | None = None) ->
     the reason is construct's, not Java's exception message.
 
     Raises PayloadError when the key cannot be read; anything wrong past the key is reported in
-    `warning`, with the unreadable part kept as base64.
+    `warning`, with the unreadable part kept as base64. A value version newer than any known is
+    read, as Kafka reads it, with the newest known layout, and flagged.
     """
     if key is None:
-        raise PayloadError("__consumer_offsets record has no key; expected an int16 record type "
+        raise PayloadError(f"{topic.name} record has no key; expected an int16 record type "
                            "and a key struct")
     record_type, key_body = _split_version(key)
     if record_type is None:
-        raise PayloadError(f"__consumer_offsets key is {len(key)} byte(s); expected at least 2 "
+        raise PayloadError(f"{topic.name} key is {len(key)} byte(s); expected at least 2 "
                            "for its int16 record type")
-    kind = RECORD_TYPES.get(record_type)
+    kind = topic.record_types.get(record_type)
     if kind is None:
         return _unreadable_record_type(record_type, key_body, value, offset)
 
@@ -477,7 +541,7 @@ def decode(key: bytes | None, value: bytes | None, offset: int | None = None) ->
     if key_trailing:
         key_json["trailing"] = b64(key_trailing)
         warnings.append(f"{len(key_trailing)} byte(s) after the {kind.key_class} kept raw")
-    key_text = _key_text(record_type, key_data)
+    key_text = topic.key_text(record_type, key_data)
 
     if value is None:
         return DecodedPayload(key_json, None, key_text, "<DELETE>", _join(warnings))
@@ -490,36 +554,35 @@ def decode(key: bytes | None, value: bytes | None, offset: int | None = None) ->
                               f"Error{_at(offset)}, skipping. Could not read version from value's "
                               "buffer.", None, _join(warnings))
 
-    value_json, value_text, error = _decode_value(kind, version, value_body, warnings)
+    value_json, value_text, error = _decode_value(topic, kind, version, value_body, warnings)
     if error is not None:
         key_text = (f"Error{_at(offset)}, skipping. Could not read record with version {version} "
                     f"from value's buffer due to: {error}.")
     return DecodedPayload(key_json, value_json, key_text, value_text, _join(warnings))
 
 
-def _decode_value(kind: RecordType, version: int, body: bytes, warnings: list[str]):
+def _decode_value(topic: CoordinatorTopic, kind: RecordType, version: int, body: bytes,
+                  warnings: list[str]):
     """(JSON-ready value, Kafka's payload text, Kafka's read error or None)."""
     raw = {"version": version, "raw": b64(body)}
-    schema = kind.values.get(version)
-    if schema is None:
-        known = f"{min(kind.values)}-{max(kind.values)}" if len(kind.values) > 1 else "0"
-        warnings.append(f"{kind.value_class} version {version} is unknown (known: {known}); "
-                        "kept raw")
-        # Kafka still reads it, with the layout of the nearest known version; that reading only
-        # feeds the text, so what it would warn about is moot.
-        try:
-            struct, _ = parse_struct(kind.values[kafka_read_version(version, kind.values)], body)
-        except ConstructError as exc:
-            return raw, None, _describe(exc)
-        return raw, _value_text(version, _value_data(kind, struct, warnings=[])), None
-
+    read_version = kafka_read_version(version, kind.values)
+    known = version in kind.values
     try:
-        struct, trailing = parse_struct(schema, body)
+        struct, trailing = parse_struct(kind.values[read_version], body)
     except ConstructError as exc:
-        warnings.append(f"{kind.value_class} v{version} does not parse: {_describe(exc)}; kept raw")
+        warnings.append(f"{kind.value_class} v{version} does not parse"
+                        f"{'' if known else f' with the v{read_version} layout'}: "
+                        f"{_describe(exc)}; kept raw")
         return raw, None, _describe(exc)
     data = _value_data(kind, struct, warnings)
     value_json = {"version": version, "data": data}
+    if not known:
+        # Generated readers take any version, reading fields by `_version >= n`: the newest
+        # known layout. Fields a newer version added can only be tagged, or trail.
+        value_json["read_as_version"] = read_version
+        warnings.append(f"{kind.value_class} version {version} is unknown (newest known: "
+                        f"{max(kind.values)}); read with the v{read_version} layout, as Kafka "
+                        "reads it")
     if trailing:
         value_json["trailing"] = b64(trailing)
         warnings.append(f"{len(trailing)} byte(s) after the {kind.value_class} kept raw")
@@ -527,7 +590,7 @@ def _decode_value(kind: RecordType, version: int, body: bytes, warnings: list[st
     if tags:
         warnings.append(f"unknown tagged field(s) {', '.join(map(str, tags))} in the "
                         f"{kind.value_class} kept raw")
-    return value_json, _value_text(version, data), None
+    return value_json, topic.value_text(version, data), None
 
 
 def _value_data(kind: RecordType, struct: object, warnings: list[str]) -> dict:
@@ -568,24 +631,26 @@ def _expand_consumer_protocol(member: dict, field: str, schemas: Mapping[int, Co
 
 def _unreadable_record_type(record_type: int, key_body: bytes, value: bytes | None,
                             offset: int | None) -> DecodedPayload:
-    share_group = SHARE_GROUP_RECORD_TYPES.get(record_type)
-    if share_group:
-        warning = (f"record type {record_type} is a share group record ({share_group}); "
-                   "key and value kept raw")
-    else:
-        warning = f"record type {record_type} is unknown; key and value kept raw"
-    key_json = {"type": share_group or "unknown", "version": record_type, "raw": b64(key_body)}
+    key_json = {"type": "unknown", "version": record_type, "raw": b64(key_body)}
     value_json = None
     if value is not None:
         version, body = _split_version(value)
         value_json = {"version": version, "raw": b64(body)}
     return DecodedPayload(key_json, value_json,
                           f"Unknown record type {record_type}{_at(offset)}, skipping.", None,
-                          warning)
+                          f"record type {record_type} is unknown; key and value kept raw")
 
 
 def _join(warnings: list[str]) -> str | None:
     return "; ".join(warnings) if warnings else None
+
+
+CONSUMER_OFFSETS = CoordinatorTopic("__consumer_offsets", RECORD_TYPES, "version")
+
+
+def decode(key: bytes | None, value: bytes | None, offset: int | None = None) -> DecodedPayload:
+    """Decode one `__consumer_offsets` record (see `decode_coordinator_record`)."""
+    return decode_coordinator_record(CONSUMER_OFFSETS, key, value, offset)
 
 
 register(PayloadDecoder(
@@ -593,5 +658,6 @@ register(PayloadDecoder(
     topics=("__consumer_offsets",),
     decode=decode,
     description="group coordinator records: offset commits, group metadata with consumer "
-                "protocol subscriptions and assignments, KIP-848 consumer group records",
+                "protocol subscriptions and assignments, KIP-848 consumer group and KIP-932 "
+                "share group records",
 ))

@@ -118,13 +118,8 @@ class TransactionMetadata:
 
     @classmethod
     def from_value(cls, parsed: dict, state: TransactionState) -> TransactionMetadata:
-        # Kafka collects the partitions in a hash set and prints them in its order, which depends
-        # on the Scala build; here they keep the value's order, without repeats.
-        partitions = () if state is TransactionState.Empty else tuple(dict.fromkeys(
-            f"{entry.topic}-{partition}"
-            for entry in parsed.transactionPartitions
-            for partition in entry.partitionIds
-        ))
+        partitions = () if state is TransactionState.Empty else scala_hash_set_order(
+            [(entry.topic, entry.partitionIds) for entry in parsed.transactionPartitions])
         return cls(parsed.producerId, parsed.producerEpoch, state, partitions,
                    parsed.transactionLastUpdateTimestampMs, parsed.transactionTimeoutMs)
 
@@ -133,6 +128,67 @@ class TransactionMetadata:
                 f"state={self.state.name},partitions=[{','.join(self.partitions)}],"
                 f"txnLastUpdateTimestamp={self.last_update_timestamp},"
                 f"txnTimeoutMs={self.timeout_ms}")
+
+
+# ---------------------------------------------------------------------------------------------
+# The order Kafka prints a transaction's partitions in
+#
+# TransactionLog.readTxnRecordValue (Kafka 4.0) starts from `mutable.Set.empty[TopicPartition]`,
+# a Scala 2.13 `mutable.HashSet`, and adds each topic's partitions with `addPartitions(ids.map(new
+# TopicPartition(topic, _)).toSet)`, i.e. `++=` of an immutable Set. The dump prints the set's
+# iteration order: by bucket, then by hash within a bucket (HashSet.addElem keeps each bucket
+# sorted by hash). Bucket = improved hash & (table length - 1), improved = h ^ (h >>> 16), h =
+# TopicPartition.hashCode = 31 * (31 + partition) + topic.hashCode(). The table starts at 16 and
+# doubles in `add` once size + 1 reaches 0.75 of it; `++=` first grows it to fit the added set
+# alone (sizeHint), and adds an immutable.HashSet (more than 4 elements) with no growth check.
+# ---------------------------------------------------------------------------------------------
+
+_INITIAL_TABLE = 16
+_LOAD_FACTOR = 0.75
+_IMMUTABLE_SMALL_SET = 4
+"""immutable.Set1..Set4 are added one by one through `add`; larger sets are immutable.HashSets."""
+
+
+def _int32(value: int) -> int:
+    return ((value & 0xFFFFFFFF) ^ 0x80000000) - 0x80000000
+
+
+def java_string_hash(text: str) -> int:
+    """String.hashCode: over UTF-16 code units, in int arithmetic."""
+    h = 0
+    units = text.encode("utf-16-be", "surrogatepass")
+    for i in range(0, len(units), 2):
+        h = (31 * h + int.from_bytes(units[i:i + 2], "big")) & 0xFFFFFFFF
+    return _int32(h)
+
+
+def topic_partition_hash(topic: str, partition: int) -> int:
+    return _int32(31 * (31 + partition) + java_string_hash(topic))
+
+
+def _improved_hash(h: int) -> int:
+    return _int32(h ^ ((h & 0xFFFFFFFF) >> 16))
+
+
+def _table_size_for(capacity: int) -> int:
+    highest_one_bit = 1 << (max(capacity - 1, 4).bit_length() - 1)
+    return min(highest_one_bit * 2, 1 << 30)
+
+
+def scala_hash_set_order(topics: list[tuple[str, list[int]]]) -> tuple[str, ...]:
+    """The "topic-partition" names of a value's partitions in the order Kafka 4.0 prints them."""
+    table = _INITIAL_TABLE
+    members: dict[tuple[str, int], int] = {}  # (topic, partition) -> improved hash
+    for topic, partition_ids in topics:
+        added = list(dict.fromkeys(partition_ids))  # .toSet
+        hinted = _table_size_for(int((len(added) + 1) / _LOAD_FACTOR))
+        table = max(table, hinted)
+        for partition in added:
+            if len(added) <= _IMMUTABLE_SMALL_SET and len(members) + 1 >= int(table * _LOAD_FACTOR):
+                table *= 2
+            members.setdefault((topic, partition), _improved_hash(topic_partition_hash(topic, partition)))
+    ordered = sorted(members, key=lambda member: (members[member] & (table - 1), members[member]))
+    return tuple(f"{topic}-{partition}" for topic, partition in ordered)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -220,7 +276,7 @@ def _decode_value(value: bytes, warnings: list[str]) -> tuple[dict, str | None]:
                         "message")
         return value_json, None
     state = TransactionState(status)
-    data["transactionStatus"] = state.name
+    value_json["state"] = state.name  # data keeps Kafka's JsonConverter view: the status id
     if parsed.transactionPartitions is None and state is not TransactionState.Empty:
         warnings.append(f"null TransactionPartitions in state {state.name}; Kafka 3.8 fails "
                         "on this record")

@@ -42,7 +42,7 @@ def test_every_version_kafka_defines_has_a_schema():
     assert {v for v in co.OFFSET_COMMIT_VALUE} == set(range(5))
     assert {v for v in co.GROUP_METADATA_VALUE} == set(range(5))
     assert set(co.CONSUMER_PROTOCOL_SUBSCRIPTION) == set(range(4))
-    assert set(co.RECORD_TYPES) == set(range(9))
+    assert set(co.RECORD_TYPES) == set(range(17))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -88,6 +88,33 @@ EXAMPLES = {
     "ConsumerGroupTargetAssignmentMemberKey": {"groupId": "g", "memberId": "m-1"},
     "ConsumerGroupCurrentMemberAssignmentKey": {"groupId": "g", "memberId": "m-1"},
     "ConsumerGroupMetadataValue": {"epoch": 12, "_tagged": {}},
+    "ConsumerGroupRegularExpressionKey": {"groupId": "g", "regularExpression": "orders-.*"},
+    "ConsumerGroupRegularExpressionValue": {"topics": ["orders-eu", "orders-us"], "version": 17,
+                                            "timestamp": 1700000265000, "_tagged": {}},
+    "ShareGroupPartitionMetadataKey": {"groupId": "g"},
+    "ShareGroupMetadataKey": {"groupId": "g"},
+    "ShareGroupTargetAssignmentMetadataKey": {"groupId": "g"},
+    "ShareGroupStatePartitionMetadataKey": {"groupId": "g"},
+    "ShareGroupMemberMetadataKey": {"groupId": "g", "memberId": "m-1"},
+    "ShareGroupTargetAssignmentMemberKey": {"groupId": "g", "memberId": "m-1"},
+    "ShareGroupCurrentMemberAssignmentKey": {"groupId": "g", "memberId": "m-1"},
+    "ShareGroupMetadataValue": {"epoch": 2, "_tagged": {}},
+    "ShareGroupMemberMetadataValue": {"rackId": None, "clientId": "share-client", "clientHost": "/10.2.0.1",
+                                      "subscribedTopicNames": ["orders"], "_tagged": {}},
+    "ShareGroupTargetAssignmentMetadataValue": {"assignmentEpoch": 2, "_tagged": {}},
+    "ShareGroupTargetAssignmentMemberValue": {"topicPartitions": [TOPIC_PARTITIONS], "_tagged": {}},
+    "ShareGroupCurrentMemberAssignmentValue": {"memberEpoch": 2, "previousMemberEpoch": 1, "state": 0,
+                                               "assignedPartitions": [TOPIC_PARTITIONS], "_tagged": {}},
+    "ShareGroupStatePartitionMetadataValue": {
+        "initializedTopics": [{"topicId": TOPIC_ID, "topicName": "orders", "partitions": [0, 1, 2],
+                               "_tagged": {}}],
+        "deletingTopics": [{"topicId": TOPIC_ID, "topicName": "gone", "_tagged": {}}],
+        "_tagged": {},
+    },
+    "ShareGroupPartitionMetadataValue": {"topics": [{
+        "topicId": TOPIC_ID, "topicName": "orders", "numPartitions": 3, "_tagged": {},
+        "partitionMetadata": [],
+    }], "_tagged": {}},
     "ConsumerGroupPartitionMetadataValue": {"topics": [{
         "topicId": TOPIC_ID, "topicName": "orders", "numPartitions": 2, "_tagged": {},
         "partitionMetadata": [{"partition": 0, "racks": ["a", "b"], "_tagged": {}}],
@@ -335,14 +362,14 @@ def test_kip_848_records(record_type):
     assert decoded.warning is None
 
 
-def test_tagged_field_at_its_default_is_not_printed():
+def test_null_classic_member_metadata_is_printed_as_kafka_4_prints_it():
     kind = co.RECORD_TYPES[5]
     member = {**EXAMPLES["ConsumerGroupMemberMetadataValue"],
               "_tagged": {"classicMemberMetadata": None}}
     decoded = co.decode(framed(5, kind.key, EXAMPLES[kind.key_class]),
                         framed(0, kind.values[0], member))
     assert decoded.value["data"]["classicMemberMetadata"] is None
-    assert "classicMemberMetadata" not in decoded.value_text
+    assert decoded.value_text.endswith(',"serverAssignor":"uniform","classicMemberMetadata":null}}')
 
 
 def test_strings_are_escaped_as_jackson_does():
@@ -372,7 +399,7 @@ def test_unreadable_key_raises_payload_error(key, expected):
         co.decode(key, OFFSET_COMMIT_VALUE_V3)
 
 
-@pytest.mark.parametrize("record_type, name", [(11, "share_group_metadata"), (99, "unknown")])
+@pytest.mark.parametrize("record_type, name", [(17, "unknown"), (99, "unknown")])
 def test_unknown_record_types_are_kept_raw(record_type, name):
     key = record_type.to_bytes(2, "big") + b"\x00\x01g"
     decoded = co.decode(key, b"\x00\x00\x01", offset=7)
@@ -403,10 +430,11 @@ def test_truncated_values_never_raise():
         assert "OffsetCommitValue v3 does not parse" in decoded.warning
 
 
-def test_unknown_value_version_is_kept_raw_but_printed_as_kafka_reads_it():
+def test_unknown_value_version_is_read_with_the_newest_layout_and_flagged():
     value = framed(7, co.OFFSET_COMMIT_VALUE[4], EXAMPLES["OffsetCommitValue"])
     decoded = co.decode(OFFSET_COMMIT_KEY, value)
-    assert decoded.value == {"version": 7, "raw": base64.b64encode(value[2:]).decode()}
+    assert decoded.value == {"version": 7, "read_as_version": 4, "data": {
+        "offset": 42, "leaderEpoch": 5, "metadata": "meta", "commitTimestamp": 1700000000000}}
     assert decoded.value_text == ('{"version":"7","data":{"offset":42,"leaderEpoch":5,'
                                   '"metadata":"meta","commitTimestamp":1700000000000}}')
     assert "OffsetCommitValue version 7 is unknown" in decoded.warning
