@@ -149,3 +149,28 @@ def test_internal_keys_and_values_equal_kafka_4_json_converters(partition, golde
 
 
 COUNTS: dict[str, tuple[int, int]] = {}
+
+
+@pytest.mark.parametrize("partition", PARTITIONS)
+def test_control_records_equal_kafka_4_parse(partition, golden4):
+    """Markers and KRaft control records (LeaderChange, KRaftVersion, KRaftVoters, snapshot header
+    and footer) against Kafka's parse and its converters."""
+    compared = 0
+    for manifest in sorted((golden4 / "manifests" / "logs" / partition).glob("*.json")):
+        expected = json.loads(manifest.read_text())
+        if "log" not in expected:
+            continue
+        theirs = {r["offset"]: r["control"] for b in expected["log"]["batches"] for r in b["records"] if "control" in r}
+        _, out, _ = run_dump("--format", "json", "-d", str(golden4 / "logs" / partition / expected["log"]["file"]))
+        ours = {o["offset"]: o["control"] for o in map(json.loads, out.splitlines())
+                if o["type"] == "record" and o.get("control")}
+        assert ours.keys() == theirs.keys()
+        for offset, control in theirs.items():
+            mine = ours[offset]
+            assert mine["type"] == control["controlType"]
+            if "coordinatorEpoch" in control:
+                assert mine["coordinator_epoch"] == control["coordinatorEpoch"]
+            else:
+                assert mine["data"] == control["data"]
+            compared += 1
+    assert compared > 0 or partition.startswith(("__remote", "__share", "__transaction"))
