@@ -27,6 +27,7 @@ from .metadata_records import (
     UNKNOWN_TAGGED_FIELDS,
     MessageSchema,
     describe,
+    struct_refusing_newer_version,
     unknown_tags,
 )
 from .jackson import b64, jackson_json
@@ -43,6 +44,10 @@ FRAME_HEADER = Struct(
 """What precedes every metadata record; the record follows and must end the value."""
 
 FRAME_VERSION = 1  # AbstractApiMessageSerde.DEFAULT_FRAME_VERSION
+
+VERSION_BOUNDED_STRUCTS = frozenset({"BrokerEndpoint", "BrokerFeature", "ControllerEndpoint",
+                                     "ControllerFeature", "EntityData"})
+"""Nested structs whose generated readers refuse a version above their record's newest (Kafka 4.0)."""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -170,13 +175,6 @@ def decode(key: bytes | None, value: bytes | None, offset: int | None = None) ->
                                "data": kafka_data})
     header = {"frameVersion": record.frame_version, "apiKey": record.api_key,
               "version": record.version}
-    if not record.is_known_version:
-        warnings.append(f"{schema.name} version {record.version} is unknown (newest known: "
-                        f"{schema.newest_version}); kept raw. Kafka 3.8 reads it with the version "
-                        f"{record.read_version} layout")
-        return DecodedPayload(key_json, _raw_value(header, value), None, value_text,
-                              "; ".join(warnings))
-
     data = schema.to_json(record.fields, record.read_version, keep_unknown_tags=True)
     tags = unknown_tags(data)
     if tags:
@@ -184,6 +182,21 @@ def decode(key: bytes | None, value: bytes | None, offset: int | None = None) ->
                         f"{schema.name} kept raw under {UNKNOWN_TAGGED_FIELDS}")
     value_json = {"type": schema.type_name, "apiKey": record.api_key, "version": record.version,
                   "frameVersion": record.frame_version, "data": data}
+    if not record.is_known_version:  # a newer Kafka's record: read as far as the layout goes
+        value_json["read_as_version"] = record.read_version
+        refused = struct_refusing_newer_version(schema, record.fields, record.version,
+                                                VERSION_BOUNDED_STRUCTS)
+        if refused:
+            warnings.append(f"{schema.name} version {record.version} is unknown (newest known: "
+                            f"{schema.newest_version}); read with the v{record.read_version} "
+                            f"layout. Kafka fails on it: Can't read version {record.version} of "
+                            f"{refused}")
+            at = "" if offset is None else f" at {offset}"
+            value_text = f"Error{at}, skipping. Failed to deserialize record with type {record.api_key}"
+        else:
+            warnings.append(f"{schema.name} version {record.version} is unknown (newest known: "
+                            f"{schema.newest_version}); read with the v{record.read_version} "
+                            "layout, as Kafka reads it")
     return DecodedPayload(key_json, value_json, None, value_text, "; ".join(warnings) or None)
 
 

@@ -324,6 +324,10 @@ class RecordType:
     value_class: str
     values: Mapping[int, Construct]
     """Value schema by value version: contiguous from 0."""
+    version_bounded: tuple[tuple[str, str], ...] = ()
+    """(value field, Kafka struct class) in read order, for the nested structs whose generated
+    readers refuse a version above the value's newest ("Can't read version V of TopicMetadata");
+    which structs do is the generator's choice, read off Kafka 4.0's classes."""
 
 
 OFFSET_COMMIT = RecordType("offset_commit", "OffsetCommitKey", OffsetCommitKey,
@@ -339,10 +343,11 @@ RECORD_TYPES: dict[int, RecordType] = {
                   "ConsumerGroupMetadataValue", {0: ConsumerGroupMetadataValue}),
     4: RecordType("consumer_group_partition_metadata", "ConsumerGroupPartitionMetadataKey",
                   GroupIdKey, "ConsumerGroupPartitionMetadataValue",
-                  {0: ConsumerGroupPartitionMetadataValue}),
+                  {0: ConsumerGroupPartitionMetadataValue}, (("topics", "TopicMetadata"),)),
     5: RecordType("consumer_group_member_metadata", "ConsumerGroupMemberMetadataKey",
                   GroupIdMemberIdKey, "ConsumerGroupMemberMetadataValue",
-                  {0: ConsumerGroupMemberMetadataValue}),
+                  {0: ConsumerGroupMemberMetadataValue},
+                  (("classicMemberMetadata", "ClassicMemberMetadata"),)),
     6: RecordType("consumer_group_target_assignment_metadata",
                   "ConsumerGroupTargetAssignmentMetadataKey", GroupIdKey,
                   "ConsumerGroupTargetAssignmentMetadataValue",
@@ -350,14 +355,15 @@ RECORD_TYPES: dict[int, RecordType] = {
     7: RecordType("consumer_group_target_assignment_member",
                   "ConsumerGroupTargetAssignmentMemberKey", GroupIdMemberIdKey,
                   "ConsumerGroupTargetAssignmentMemberValue",
-                  {0: ConsumerGroupTargetAssignmentMemberValue}),
+                  {0: ConsumerGroupTargetAssignmentMemberValue}, (("topicPartitions", "TopicPartition"),)),
     8: RecordType("consumer_group_current_member_assignment",
                   "ConsumerGroupCurrentMemberAssignmentKey", GroupIdMemberIdKey,
                   "ConsumerGroupCurrentMemberAssignmentValue",
                   {0: ConsumerGroupCurrentMemberAssignmentValue}),
 
     9: RecordType("share_group_partition_metadata", "ShareGroupPartitionMetadataKey", GroupIdKey,
-                  "ShareGroupPartitionMetadataValue", {0: ConsumerGroupPartitionMetadataValue}),
+                  "ShareGroupPartitionMetadataValue", {0: ConsumerGroupPartitionMetadataValue},
+                  (("topics", "TopicMetadata"),)),
     10: RecordType("share_group_member_metadata", "ShareGroupMemberMetadataKey", GroupIdMemberIdKey,
                    "ShareGroupMemberMetadataValue", {0: ShareGroupMemberMetadataValue}),
     11: RecordType("share_group_metadata", "ShareGroupMetadataKey", GroupIdKey,
@@ -368,7 +374,7 @@ RECORD_TYPES: dict[int, RecordType] = {
                    {0: ConsumerGroupTargetAssignmentMetadataValue}),
     13: RecordType("share_group_target_assignment_member", "ShareGroupTargetAssignmentMemberKey",
                    GroupIdMemberIdKey, "ShareGroupTargetAssignmentMemberValue",
-                   {0: ConsumerGroupTargetAssignmentMemberValue}),
+                   {0: ConsumerGroupTargetAssignmentMemberValue}, (("topicPartitions", "TopicPartition"),)),
     14: RecordType("share_group_current_member_assignment",
                    "ShareGroupCurrentMemberAssignmentKey", GroupIdMemberIdKey,
                    "ShareGroupCurrentMemberAssignmentValue",
@@ -576,13 +582,15 @@ def _decode_value(topic: CoordinatorTopic, kind: RecordType, version: int, body:
         return raw, None, _describe(exc)
     data = _value_data(kind, struct, warnings)
     value_json = {"version": version, "data": data}
+    refused = None
     if not known:
         # Generated readers take any version, reading fields by `_version >= n`: the newest
         # known layout. Fields a newer version added can only be tagged, or trail.
         value_json["read_as_version"] = read_version
+        refused = _struct_refusing(kind, data, version)
         warnings.append(f"{kind.value_class} version {version} is unknown (newest known: "
-                        f"{max(kind.values)}); read with the v{read_version} layout, as Kafka "
-                        "reads it")
+                        f"{max(kind.values)}); read with the v{read_version} layout"
+                        + (f". Kafka fails on it: {refused}" if refused else ", as Kafka reads it"))
     if trailing:
         value_json["trailing"] = b64(trailing)
         warnings.append(f"{len(trailing)} byte(s) after the {kind.value_class} kept raw")
@@ -590,7 +598,19 @@ def _decode_value(topic: CoordinatorTopic, kind: RecordType, version: int, body:
     if tags:
         warnings.append(f"unknown tagged field(s) {', '.join(map(str, tags))} in the "
                         f"{kind.value_class} kept raw")
+    if refused:
+        return value_json, None, refused
     return value_json, topic.value_text(version, data), None
+
+
+def _struct_refusing(kind: RecordType, data: dict, version: int) -> str | None:
+    """Kafka's error for a version above the newest when a nested struct refuses it, else None."""
+    if version <= max(kind.values):
+        return None
+    for field, struct_class in kind.version_bounded:
+        if data.get(field):  # null and [] read no struct
+            return f"Can't read version {version} of {struct_class}"
+    return None
 
 
 def _value_data(kind: RecordType, struct: object, warnings: list[str]) -> dict:

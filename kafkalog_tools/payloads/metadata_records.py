@@ -18,6 +18,7 @@ from __future__ import annotations
 import functools
 import re
 from dataclasses import dataclass
+from typing import Collection
 
 from construct import (
     Construct,
@@ -462,3 +463,24 @@ METADATA_RECORDS: dict[int, MessageSchema] = {schema.api_key: schema for schema 
         Field("Features", "[]ControllerFeature", fields=_feature_fields()),
     ),
 )}
+
+
+def struct_refusing_newer_version(schema: MessageSchema, parsed: dict, version: int,
+                                  bounded: Collection[str]) -> str | None:
+    """The struct Kafka's reader fails on when it reads `version`, newer than the schema's newest.
+
+    A generated message reads any version with its newest layout, but some of its nested struct
+    classes (`bounded`, by Kafka's struct name; which ones is the generator's choice, read off the
+    classes of Kafka 4.0) throw "Can't read version V of <Struct>" above the message's newest
+    version. The first such struct the reader meets, if any is present, is the one named.
+    """
+    if version <= schema.newest_version:
+        return None
+    for f in schema.fields:
+        struct_name = f.type[2:] if f.is_array else f.type
+        if f.tag is not None or struct_name not in bounded or not f.exists_in(schema.newest_version):
+            continue
+        value = parsed[f.json_name]
+        if value:  # a struct, or a non-empty array of them; null and [] read no struct
+            return struct_name
+    return None

@@ -21,7 +21,13 @@ from enum import IntEnum
 from . import DecodedPayload, PayloadDecoder, register
 from .cluster_metadata import MetadataParseError, read_metadata_record
 from .jackson import b64
-from .metadata_records import UNKNOWN_TAGGED_FIELDS, Field, MessageSchema, unknown_tags
+from .metadata_records import (
+    UNKNOWN_TAGGED_FIELDS,
+    Field,
+    MessageSchema,
+    struct_refusing_newer_version,
+    unknown_tags,
+)
 
 # ---------------------------------------------------------------------------------------------
 # Schemas
@@ -92,6 +98,11 @@ REMOTE_LOG_SEGMENT_METADATA_SNAPSHOT = MessageSchema("RemoteLogSegmentMetadataSn
     Field("TxnIndexEmpty", "bool", tag=0, default=False),
 ), api_key=3)
 
+VERSION_BOUNDED_STRUCTS = frozenset({"RemoteLogSegmentIdEntry", "TopicIdPartitionEntry",
+                                     "SegmentLeaderEpochEntry"})
+"""Every nested struct here refuses a version above 0 ("Can't read version V of ..."), so Kafka 4.0
+reads no newer version of these records but a snapshot record without leader epochs."""
+
 REMOTE_LOG_METADATA_RECORDS: dict[int, MessageSchema] = {schema.api_key: schema for schema in (
     REMOTE_LOG_SEGMENT_METADATA, REMOTE_LOG_SEGMENT_METADATA_UPDATE,
     REMOTE_PARTITION_DELETE_METADATA, REMOTE_LOG_SEGMENT_METADATA_SNAPSHOT,
@@ -147,8 +158,9 @@ def _custom_metadata_text(custom: bytes | None) -> str:
 
 
 def _segment_metadata_text(data: dict) -> str:
+    """The transform builds the metadata in state COPY_SEGMENT_STARTED, then applies the record's
+    state as an update: the state is checked last."""
     segment_id = data["remoteLogSegmentId"]
-    state = _state(RemoteLogSegmentState, data["remoteLogSegmentState"])
     start, end = data["startOffset"], data["endOffset"]
     if start < 0:
         raise RemoteLogMetadataError(f"Unexpected start offset = {start}. StartOffset for a remote "
@@ -158,6 +170,7 @@ def _segment_metadata_text(data: dict) -> str:
                                      f"cannot be less than startOffset = {start}")
     custom = _custom_metadata_text(data["customMetadata"])
     epochs = _leader_epochs_text(data["segmentLeaderEpochs"])
+    state = _state(RemoteLogSegmentState, data["remoteLogSegmentState"])
     return ("RemoteLogSegmentMetadata{remoteLogSegmentId=RemoteLogSegmentId{topicIdPartition="
             f"{_topic_id_partition_text(segment_id['topicIdPartition'])}, id={segment_id['id']}}}, "
             f"startOffset={start}, endOffset={end}, brokerId={data['brokerId']}, "
@@ -283,16 +296,24 @@ def decode(key: bytes | None, value: bytes | None, offset: int | None = None) ->
     if tags:
         warnings.append(f"unknown tagged field(s) {', '.join(map(str, tags))} in the "
                         f"{schema.name} kept raw under {UNKNOWN_TAGGED_FIELDS}")
+    refused = None
     if record.version not in schema.layouts:
-        value_json["read_as_version"] = schema.read_version(record.version)
+        read_version = schema.read_version(record.version)
+        value_json["read_as_version"] = read_version
+        refused = struct_refusing_newer_version(schema, record.fields, record.version,
+                                                VERSION_BOUNDED_STRUCTS)
         warnings.append(f"{schema.name} version {record.version} is unknown (newest known: "
-                        f"{schema.newest_version}); read with the v{schema.read_version(record.version)} "
-                        "layout, as Kafka reads it")
-    try:
-        value_text = record.kafka_text()
-    except RemoteLogMetadataError as exc:
-        warnings.append(f"Kafka cannot build the {schema.name}'s object: {exc}")
-        value_text = f"Error{at}, skipping. {exc}"
+                        f"{schema.newest_version}); read with the v{read_version} layout"
+                        + (f". Kafka fails on it: Can't read version {record.version} of {refused}"
+                           if refused else ", as Kafka reads it"))
+    if refused:
+        value_text = f"Error{at}, skipping. Failed to deserialize record with type {record.api_key}"
+    else:
+        try:
+            value_text = record.kafka_text()
+        except RemoteLogMetadataError as exc:
+            warnings.append(f"Kafka cannot build the {schema.name}'s object: {exc}")
+            value_text = f"Error{at}, skipping. {exc}"
     return DecodedPayload(key_json, value_json, None, value_text, "; ".join(warnings) or None)
 
 

@@ -248,16 +248,16 @@ def _decode_value(value: bytes, warnings: list[str]) -> tuple[dict, str | None]:
         warnings.append(f"value is {len(value)} byte(s); it starts with an int16 version")
         return {"version": None, "raw": b64(value)}, None
     raw = {"version": version, "raw": b64(body)}
-    schema = TRANSACTION_LOG_VALUE.get(version)
-    if schema is None:
-        warnings.append(f"Unknown version {version} from the transaction log message value; "
-                        "kept raw")
-        return raw, None
+    # A version Kafka does not know is one it refuses; its generated reader would take it with
+    # the newest layout (fields by `_version >= n`), which is what a newer Kafka's record shares.
+    read_version = min(max(version, 0), max(TRANSACTION_LOG_VALUE))
+    known = version in TRANSACTION_LOG_VALUE
     try:
-        parsed, trailing = _parse(schema, body)
+        parsed, trailing = _parse(TRANSACTION_LOG_VALUE[read_version], body)
     except ConstructError as exc:
-        warnings.append(f"TransactionLogValue v{version} does not parse: {_describe(exc)}; "
-                        "kept raw")
+        warnings.append(f"TransactionLogValue v{version} does not parse"
+                        f"{'' if known else f' with the v{read_version} layout'}: "
+                        f"{_describe(exc)}; kept raw")
         return raw, None
 
     unknown_tags: list[int] = []
@@ -266,10 +266,17 @@ def _decode_value(value: bytes, warnings: list[str]) -> tuple[dict, str | None]:
         warnings.append(f"unknown tagged field(s) {', '.join(map(str, unknown_tags))} in the "
                         f"TransactionLogValue kept raw under {UNKNOWN_TAGGED_FIELDS}")
     value_json = {"version": version, "data": data}
+    if not known:
+        value_json["read_as_version"] = read_version
+        warnings.append(f"Unknown version {version} from the transaction log message value "
+                        f"(newest known: {max(TRANSACTION_LOG_VALUE)}); read with the "
+                        f"v{read_version} layout. Kafka fails on this record")
     if trailing:  # Kafka ignores them
         value_json["trailing"] = b64(trailing)
         warnings.append(f"{len(trailing)} byte(s) after the TransactionLogValue kept raw")
 
+    if not known:
+        return value_json, None
     status = parsed.transactionStatus
     if status not in TransactionState._value2member_map_:
         warnings.append(f"Unknown transaction state id {status} from the transaction status "

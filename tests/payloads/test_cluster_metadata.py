@@ -255,11 +255,12 @@ def test_unknown_tagged_fields_are_kept_raw_and_not_printed():
     assert decoded.value_text == decode(None, TOPIC_RECORD).value_text
 
 
-def test_a_newer_version_is_kept_raw_but_printed_as_kafka_reads_it():
+def test_a_newer_version_is_read_as_kafka_reads_it_and_flagged():
     value = bytes.fromhex("01 02 05") + TOPIC_RECORD[3:]
     decoded = decode(None, value)
-    assert decoded.value == {"type": "TOPIC_RECORD", "apiKey": 2, "version": 5,
-                             "frameVersion": 1, "raw": base64.b64encode(value).decode()}
+    assert decoded.value == {"type": "TOPIC_RECORD", "apiKey": 2, "version": 5, "frameVersion": 1,
+                             "data": {"name": "foo", "topicId": "AAECAwQFBgcICQoLDA0ODw"},
+                             "read_as_version": 0}
     assert "TopicRecord version 5 is unknown" in decoded.warning
     assert decoded.value_text == (
         '{"type":"TOPIC_RECORD","version":5,"data":'

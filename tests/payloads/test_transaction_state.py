@@ -123,7 +123,7 @@ def test_unknown_key_version_prints_no_payload():
 
 
 @pytest.mark.parametrize("value, warning", [
-    (Int16sb.build(2) + b"\x00", "Unknown version 2 from the transaction log message value"),
+    (Int16sb.build(2) + b"\x00", "TransactionLogValue v2 does not parse with the v1 layout"),
     (_value(0, {**ONGOING, "transactionStatus": 9}), "Unknown transaction state id 9"),
     (_value(0, {**ONGOING, "transactionPartitions": None}), "null TransactionPartitions"),
     (b"\x00", "value is 1 byte(s)"),
@@ -133,6 +133,14 @@ def test_values_kafka_cannot_read_have_no_text(value, warning):
     assert decoded.value_text is None
     assert warning in decoded.warning
     json.dumps(decoded.value)
+
+
+def test_a_newer_value_version_is_read_with_the_newest_layout_and_flagged():
+    newer = _value(1, _flexible(ONGOING, V1_TAGS))
+    decoded = decode(KEY, Int16sb.build(7) + newer[2:])
+    assert decoded.value == {"version": 7, "read_as_version": 1, "data": {**ONGOING, **V1_TAGS}}
+    assert "Unknown version 7" in decoded.warning and "read with the v1 layout" in decoded.warning
+    assert decoded.value_text is None  # Kafka 4.0 throws on it
 
 
 def test_leftover_bytes_are_kept_raw():
