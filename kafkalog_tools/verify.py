@@ -46,6 +46,7 @@ from .formats.segment import LOG_OVERHEAD, MAGIC_OFFSET, BadEntry, SegmentFile, 
 from .formats.segment import all_zero as _all_zero, next_non_zero as _next_non_zero
 from .formats.time_index import TimeIndex
 from .formats.txn_index import AbortedTxn, TransactionIndex
+from .payloads.versions import newer_versions
 from .recovery import ProducerState, ProducerStateError, segment_of, starting_producer_state
 
 ERROR, WARNING, INFO = "error", "warning", "info"
@@ -344,6 +345,24 @@ class _PartitionCheck:
         if self.whole:
             yield from self._finish_snapshots()
             yield from self._check_leader_epoch_checkpoint()
+        if self.deep:
+            yield from self._newer_record_versions()
+
+    def _newer_record_versions(self) -> Iterator[Finding]:
+        """One info finding per kind and version of internal-topic records a newer Kafka wrote."""
+        logs = [segment.log for segment in self.segments if isinstance(segment.log, Path)]
+        try:
+            found = newer_versions(self.partition.topic, logs)
+        except (OSError, KafkaLogError):
+            return  # the segment checks report what cannot be read
+        for entry in found:
+            yield Finding(INFO, "newer-record-version", entry.file, entry.position,
+                          f"{entry.count} {entry.kind} record(s) of value version {entry.version}, newer than "
+                          f"any known (newest: {entry.read_as}), first at offset {entry.offset}; decoded as far "
+                          f"as the v{entry.read_as} layout goes (dump's decode_warning says whether Kafka "
+                          "reads them)",
+                          {"kind": entry.kind, "version": entry.version, "read_as_version": entry.read_as,
+                           "count": entry.count, "offset": entry.offset})
 
     # -- partition files ---------------------------------------------------------------------
 
