@@ -126,14 +126,24 @@ def build_in_background() -> str:
     return STARTED
 
 
-_BUILDER = "from kafkalog_tools.formats import bulk_native; bulk_native.build_as_builder()"
+_BUILDER = """
+import os
+try:  # Linux: the scheduler weighs sessions (autogroups) against each other; a nice value counts only inside one
+    with open("/proc/self/autogroup", "w") as autogroup:
+        autogroup.write("19")
+except OSError:
+    pass
+os.nice(19)  # before any import: those cost CPU too
+from kafkalog_tools.formats import bulk_native
+bulk_native.build_as_builder()
+"""
+"""The builder's program: the lowest priority for its session and itself, then the build."""
 
 
 def build_as_builder() -> None:
-    """The background builder's work: at the lowest priority, under the lock (another builder at
-    work: nothing to do), unless the kernels were cached meanwhile. Its output goes to the build log
-    beside the cache."""
-    _lowest_priority()
+    """The background builder's work (`_BUILDER` set the lowest priority): under the lock (another
+    builder at work: nothing to do), unless the kernels were cached meanwhile. Its output goes to
+    the build log beside the cache."""
     key = cache_key()
     with _build_lock(key, wait=False) as held:
         if not held or _cached(key) is not None:
@@ -145,17 +155,6 @@ def build_as_builder() -> None:
             _build_and_store(key)
         print(f"{time.strftime('%Y-%m-%dT%H:%M:%S')} pid {os.getpid()}: built in {time.monotonic() - started:.1f} s",
               flush=True)
-
-
-def _lowest_priority() -> None:
-    """Nice 19, and on Linux for the builder's whole session (its autogroup, which the scheduler
-    weighs against other sessions': a nice value alone only counts inside one)."""
-    os.nice(19)
-    try:
-        with open("/proc/self/autogroup", "w") as autogroup:
-            autogroup.write("19")
-    except OSError:
-        pass  # no autogroups here: the nice value is what counts
 
 
 @contextlib.contextmanager
