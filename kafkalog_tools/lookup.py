@@ -10,13 +10,15 @@ N); in it, the offset index's last entry <= N gives a byte position, and a scan 
 the first batch whose last offset >= N; the answer is its first record with offset >= N.
 
 By timestamp: the first segment, in offset order, whose largest timestamp >= T - the last entry of
-its time index, or its .log mtime when it has no timestamps (Kafka's fallback; no other segment is
-tried); in it, the time index's last entry <= T gives an offset, the offset index a position, and
-a scan from there the first record, in offset order, with timestamp >= T.
+its time index (12 bytes read per segment; for the active segment also the batches after its last
+offset index entry, which a broker has in memory), or its .log mtime when it has no timestamps
+(Kafka's fallback; no other segment is tried); in it, the time index's last entry <= T gives an
+offset, the offset index a position, and a scan from there the first record, in offset order, with
+timestamp >= T.
 
-An offset index is binary-searched in place: O(log n) entries are read, each checked against the
+Indexes are binary-searched in place: O(log n) entries are read, each checked against the
 segment's bounds and the entries read before it (a contradiction means the whole index is read and
-checked, as a time index always is: ordering, bounds, zero tail). The entry used must point at a
+checked: ordering, bounds, zero tail). Every index and .log byte read is counted in the answer. The entry used must point at a
 valid batch; an offset answer that depends on nothing before the entry holding the
 target is confirmed on the batch before it. A missing or broken index means a scan from the
 segment start, with a warning: never a wrong answer. Nothing is written.
@@ -271,12 +273,11 @@ class PartitionReader:
             answer.reason = f"no segment has a timestamp >= {target}"
             return
         answer.segment = chosen.log_path
-        entries = chosen.time_entries(answer)
-        entry = _floor_time_entry(entries, target) if entries else None
+        used, entry = chosen.time_floor(target, answer)
         if entry is None:
             time_offset = chosen.segment.base_offset
             say(f"time index: no entry <= {target}: start from the base offset {time_offset}"
-                if entries is not None else f"time index of {chosen.name} not used: start from its base offset")
+                if used else f"time index of {chosen.name} not used: start from its base offset")
         else:
             time_offset = entry.offset
             answer.time_index_entry = {"segment": chosen.name, "slot": entry.slot, "timestamp": entry.timestamp,
@@ -375,67 +376,60 @@ class _SegmentView:
         """offset_floor by reading only the entries a binary search visits; each must lie inside the
         segment and between the entries already read (offsets and positions increasing). None when
         anything is off: the caller then reads the whole index, which says what is wrong."""
-        try:
-            fd = os.open(self.segment.index, os.O_RDONLY)
-        except OSError:
-            return None
-        try:
-            size = os.fstat(fd).st_size
-            if size % OffsetIndex.ENTRY.size:
+        base, log_size = self.segment.base_offset, self.log.file_size
+        limit = self.next_base if self.next_base is not None else base + (1 << 31)
+        with _IndexProbe(self.segment.index, OffsetIndex, base, answer) as probe:
+            if probe.broken:
                 return None
-            base, log_size = self.segment.base_offset, self.log.file_size
-            limit = self.next_base if self.next_base is not None else base + (1 << 31)
-
-            def read(slot: int) -> OffsetPosition:
-                answer.index_bytes_read += OffsetIndex.ENTRY.size
-                answer.index_entries_read += 1
-                data = os.pread(fd, OffsetIndex.ENTRY.size, slot * OffsetIndex.ENTRY.size)
-                relative, position = OffsetIndex.ENTRY.unpack(data)
-                return OffsetPosition(base + relative, position, slot)
-
-            count = size // OffsetIndex.ENTRY.size
-            if count == 0:
-                return True, None, 0
-            first = read(0)
-            # entries end at the first slot after 0 with relative offset 0 (a preallocated zero tail)
-            valid = count
-            if count > 1 and read(count - 1).offset == base:
-                low, high = 1, count - 1  # the first zero slot is in [low, high]
-                while low < high:
-                    middle = (low + high) // 2
-                    if read(middle).offset == base:
-                        high = middle
-                    else:
-                        low = middle + 1
-                valid = low
-            if valid == 1 and (first.offset, first.position) == (base, 0):
-                valid = 0  # nothing but zeros: no entry
-            if valid < count and not self.is_active:
-                self._note_once(f"{self.name[:-4]}.index has a zero-filled tail after {valid} entries on a closed "
-                                f"segment (ignored)")
+            valid = self._valid_slots(probe, ".index")
             if valid == 0:
                 return True, None, 0
-            below, above = None, None  # the bracket: entries read so far, offset <= target and > target
-            low, high = 0, valid - 1
-            while low <= high:
-                middle = (low + high) // 2
-                entry = first if middle == 0 else read(middle)
-                if not (base <= entry.offset < limit and 0 <= entry.position < log_size) or (
-                        below is not None and (entry.offset <= below.offset or entry.position <= below.position)) or (
-                        above is not None and (entry.offset >= above.offset or entry.position >= above.position)):
-                    return None
-                if entry.offset <= target:
-                    below, low = entry, middle + 1
-                else:
-                    above, high = entry, middle - 1
+
+            def sound(entry: OffsetPosition) -> bool:
+                return base <= entry.offset < limit and 0 <= entry.position < log_size
+
+            def ordered(lower: OffsetPosition, upper: OffsetPosition) -> bool:
+                return lower.offset < upper.offset and lower.position < upper.position
+
+            found = probe.floor(valid, lambda entry: entry.offset <= target, sound, ordered)
+            if found is None:
+                return None
+            below = found[0]
             if below is None or below.slot == 0:
                 return True, below, 0
-            before = read(below.slot - 1)
+            before = probe.read(below.slot - 1)
             if before.offset >= below.offset or before.position >= below.position or before.offset < base:
                 return None
             return True, below, before.position
-        finally:
-            os.close(fd)
+
+    def _valid_slots(self, probe: "_IndexProbe", suffix: str) -> int:
+        """The entries before the index's zero-filled tail, noted on a closed segment."""
+        valid = probe.valid_slots()
+        if valid < probe.count and not self.is_active:
+            self._note_once(f"{self.name[:-4]}{suffix} has a zero-filled tail after {valid} entries on a closed "
+                            f"segment (ignored)")
+        return valid
+
+    def _probe_time_index(self, target: int | None, answer: Answer) -> tuple[bool, TimestampOffset | None] | None:
+        """TimeIndex.lookup by reading only the entries a binary search visits (target None: only
+        the last entry, LogSegment's largest timestamp), each inside the segment and between the
+        entries read before it (timestamps increasing, offsets not decreasing). None when anything is
+        off: the caller then reads the whole index, which says what is wrong."""
+        base = self.segment.base_offset
+        limit = self.next_base if self.next_base is not None else base + (1 << 31)
+        with _IndexProbe(self.segment.timeindex, TimeIndex, base, answer) as probe:
+            if probe.broken:
+                return None
+            valid = self._valid_slots(probe, ".timeindex")
+            if valid == 0:
+                return True, None
+            if target is None:
+                last = probe.read(valid - 1)
+                return (True, last) if base <= last.offset < limit else None
+            found = probe.floor(valid, lambda entry: entry.timestamp <= target,
+                                lambda entry: base <= entry.offset < limit,
+                                lambda lower, upper: lower.timestamp < upper.timestamp and lower.offset <= upper.offset)
+            return None if found is None else (True, found[0])
 
     def _note_once(self, note: str) -> None:
         if note not in self._notes:
@@ -492,28 +486,57 @@ class _SegmentView:
         entries = self.offset_entries(None, reader)
         return entries[-1].position if entries else 0
 
+    def time_floor(self, target: int, answer: Answer) -> tuple[bool, TimestampOffset | None]:
+        """TimeIndex.lookup: (whether the index is used, its last entry with timestamp <= target),
+        by binary search; the whole index is read and checked only when the entries read contradict
+        each other."""
+        if self._time_entries is False and self.use_indexes and self.segment.timeindex is not None:
+            probed = self._probe_time_index(target, answer)
+            if probed is not None:
+                self._warn(answer)
+                return probed
+        entries = self.time_entries(answer)
+        return entries is not None, _floor_time_entry(entries, target) if entries else None
+
     def largest_timestamp(self, answer: Answer) -> tuple[int, str]:
-        """LogSegment.largestTimestamp: the max timestamp (the time index's last entry, which closing
-        a segment makes the max; the part after the last index entry is scanned in case it was not
-        closed), else the .log file's mtime."""
+        """LogSegment.largestTimestamp: the max timestamp so far, which Kafka takes from the time
+        index's last entry (closing a segment appends the max there); for the active segment, whose
+        max a broker keeps in memory as it appends, the batches after the last offset index entry
+        are scanned too. Without a usable time index, a scan of the whole segment; without any
+        timestamp, the .log file's mtime. Every byte read is counted in `answer`."""
         if self._largest is None:
-            entries = self.time_entries(answer)
-            if entries is None:
-                largest, source = max((b.max_timestamp for b in self.scan(0, None)), default=-1), "by a scan"
+            probed = None
+            if self._time_entries is False and self.use_indexes and self.segment.timeindex is not None:
+                probed = self._probe_time_index(None, answer)
+            if probed is not None:
+                indexed, source = probed[1].timestamp if probed[1] is not None else -1, "its time index's last entry"
             else:
-                indexed = entries[-1].timestamp if entries else -1
-                tail = max((b.max_timestamp for b in self.scan(self.last_indexed_position(answer), None)), default=-1)
-                largest, source = max(indexed, tail), "from its time index"
+                entries = self.time_entries(answer)
+                indexed, source = (entries[-1].timestamp if entries else -1), "its time index's last entry"
+                if entries is None:
+                    indexed, source = max((b.max_timestamp for b in self.scan(0, answer)), default=-1), "by a scan"
+            largest = indexed
+            if self.is_active and source != "by a scan":
+                tail = max((b.max_timestamp for b in self.scan(self._last_offset_entry_position(answer), answer)),
+                           default=-1)
                 if tail > indexed:
-                    source = "from its time index and a scan of its unindexed tail"
-                    if not self.is_active:
-                        self._notes.append(f"{self.name[:-4]}.timeindex lacks its final entry ({indexed} < {tail}): "
-                                           f"using the scanned maximum")
+                    largest, source = tail, "from its time index and a scan of its unindexed tail (the active segment)"
             if largest < 0:
                 largest, source = self.log.mtime_ms, "the .log mtime, as Kafka does for a segment without timestamps"
             self._largest = (largest, source)
         self._warn(answer)
         return self._largest
+
+    def _last_offset_entry_position(self, answer: Answer) -> int:
+        """Where the batches after the offset index's last entry begin (0 without a usable entry)."""
+        if self._offset_entries is False and self.use_indexes and self.segment.index is not None:
+            base = self.segment.base_offset
+            with _IndexProbe(self.segment.index, OffsetIndex, base, answer) as probe:
+                valid = 0 if probe.broken else self._valid_slots(probe, ".index")
+                last = probe.read(valid - 1) if valid else None
+            if last is not None and base <= last.offset and self.batch_starts_at(last.position):
+                return last.position
+        return self.last_indexed_position(answer)
 
     # -- the .log ------------------------------------------------------------------------------
 
@@ -547,6 +570,76 @@ class _SegmentView:
             yield entry
         if log.stop is Stop.CORRUPT_SIZE:
             raise log.stop_error
+
+
+class _IndexProbe:
+    """An index file read an entry at a time (`pread`), each entry once, every byte counted in the
+    answer. `broken` when it cannot be opened or is not a whole number of entries."""
+
+    def __init__(self, path: Path, kind, base_offset: int, answer: Answer):
+        self.kind, self.base_offset, self.answer = kind, base_offset, answer
+        self.fd, self.count, self.broken, self.read_slots = None, 0, True, {}
+        try:
+            self.fd = os.open(path, os.O_RDONLY)
+            size = os.fstat(self.fd).st_size
+        except OSError:
+            return
+        self.count, self.broken = size // kind.ENTRY.size, size % kind.ENTRY.size != 0
+
+    def __enter__(self) -> "_IndexProbe":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.fd is not None:
+            os.close(self.fd)
+
+    def read(self, slot: int):
+        if slot not in self.read_slots:
+            size = self.kind.ENTRY.size
+            self.answer.index_bytes_read += size
+            self.answer.index_entries_read += 1
+            first, second = self.kind.ENTRY.unpack(os.pread(self.fd, size, slot * size))
+            self.read_slots[slot] = (OffsetPosition(self.base_offset + first, second, slot) if self.kind is OffsetIndex
+                                     else TimestampOffset(first, self.base_offset + second, slot))
+        return self.read_slots[slot]
+
+    def valid_slots(self) -> int:
+        """Entries end at the first slot after 0 whose relative offset is 0 (a preallocated zero
+        tail), found by binary search; an index of zeros only has none."""
+        if self.count == 0:
+            return 0
+        valid = self.count
+        if self.count > 1 and self.read(self.count - 1).offset == self.base_offset:
+            low, high = 1, self.count - 1  # the first zero slot is in [low, high]
+            while low < high:
+                middle = (low + high) // 2
+                if self.read(middle).offset == self.base_offset:
+                    high = middle
+                else:
+                    low = middle + 1
+            valid = low
+        if valid > 1:
+            return valid
+        first = self.read(0)
+        other = first.position if self.kind is OffsetIndex else first.timestamp
+        return 0 if first.offset == self.base_offset and other == 0 else 1
+
+    def floor(self, valid: int, at_most, sound, ordered):
+        """The last of the `valid` entries for which `at_most` holds, by binary search, as (entry or
+        None,); None when an entry read is not `sound` or not `ordered` with those read before."""
+        below = above = None
+        low, high = 0, valid - 1
+        while low <= high:
+            middle = (low + high) // 2
+            entry = self.read(middle)
+            if not sound(entry) or (below is not None and not ordered(below, entry)) or (
+                    above is not None and not ordered(entry, above)):
+                return None
+            if at_most(entry):
+                below, low = entry, middle + 1
+            else:
+                above, high = entry, middle - 1
+        return (below,)
 
 
 def _real_entries(index) -> list:

@@ -13,6 +13,18 @@ GOLDEN = CORPUS / "golden"
 REAL = CORPUS / "real"
 
 
+def pytest_configure(config):
+    """The compiled kernels built once, up front, as `kafkalog build-kernels` does: runs in `auto`
+    mode no longer build them in the foreground, and the bulk path's tests must exercise them."""
+    try:
+        import numba  # noqa: F401
+    except ImportError:
+        return  # the bulk tests skip, saying so
+    from kafkalog_tools.formats import bulk_native
+
+    bulk_native.load()
+
+
 def need(path: Path) -> Path:
     """Skip the calling test with a clear reason when a corpus path is absent."""
     if not path.exists():

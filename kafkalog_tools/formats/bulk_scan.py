@@ -22,6 +22,7 @@ from __future__ import annotations
 import functools
 import mmap
 import os
+import sys
 import warnings
 from typing import Iterator
 
@@ -102,17 +103,33 @@ def wanted(buffer, end: int, records: bool, costs: tuple[float, float] = CHECK_C
 
 @functools.cache
 def kernel():
-    """The compiled kernels (`bulk_native.NativeKernel`), or None where they cannot be had: no
-    numba to build them and none cached, no LLVM, no memory for it. The per-batch path then does
-    all the work."""
+    """The compiled kernels (`bulk_native.NativeKernel`), or None where they cannot be had now: no
+    numba to build them and none cached, no LLVM, no memory for it, or (unless KAFKALOG_BULK=always
+    asks for them, built now if need be) none built yet: this run then reads batch by batch while a
+    process of its own builds them in the background, and says so once. The per-batch path then
+    does all the work."""
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # numba's, while it builds them
             from . import bulk_native
 
-            return bulk_native.load()
+            if mode() == "always":
+                return bulk_native.load()
+            loaded = bulk_native.load(build=False)
+            if loaded is None:
+                _tell_building(bulk_native.build_in_background(), bulk_native)
+            return loaded
     except Exception:  # noqa: BLE001 - whatever stops the kernels only costs speed
         return None
+
+
+def _tell_building(outcome: str, bulk_native) -> None:
+    if outcome == bulk_native.CANNOT:
+        return
+    doing = ("started building them in the background, at the lowest priority (~20 s of CPU, once)"
+             if outcome == bulk_native.STARTED else "they are being built in the background")
+    print(f"kafkalog: the compiled kernels are not built yet for this installation: this run reads batch by batch; "
+          f"{doing}. `kafkalog build-kernels` builds them now.", file=sys.stderr, flush=True)
 
 
 class Reader:
