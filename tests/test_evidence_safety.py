@@ -363,6 +363,35 @@ def test_the_end_of_the_active_segment_reads_as_the_broker_lock_says(capsys, tmp
     assert tree_state(tmp_path) == before, "reading changed or created a file"
 
 
+@pytest.mark.parametrize("tail", list(TAILS))
+def test_the_compiled_bulk_path_reads_the_end_as_the_per_batch_path_does(capsys, monkeypatch, tmp_path, tail):
+    """KAFKALOG_BULK=always (the compiled scan takes the batches before the end) and =never give the
+    same verify and dump output and exit codes, live and offline."""
+    pytest.importorskip("numba", reason="the bulk path needs numba (an install requirement)")
+    from kafkalog_tools import dump as d
+    from kafkalog_tools.formats import bulk_scan
+
+    partition = tmp_path / "logs" / "live-0"
+    partition.mkdir(parents=True)
+    (tmp_path / "logs" / ".lock").touch()
+    segment = partition / "00000000000000000000.log"
+    segment.write_bytes(b"".join(batch(offset, 2, b"v" * 50) for offset in range(0, 400, 2)) + TAILS[tail][0])
+    outcomes = {}
+    for locked in (True, False):
+        with broker_lock(tmp_path / "logs") if locked else contextlib.nullcontext():
+            for mode in ("never", "always"):
+                monkeypatch.setenv(bulk_scan.MODE_VARIABLE, mode)
+                outcomes[locked, mode] = [kafkalog(capsys, "verify", "--format", "json", partition),
+                                          kafkalog(capsys, "dump", "--format", "json", "-d", segment)]
+            if locked:
+                runs = [item for item in d.dump([str(segment)], d.DumpOptions(deep=True, batch_runs=True))
+                        if type(item) is d.BatchRun]
+                assert sum(run.batches.shape[1] for run in runs) > 100, "the bulk path was not taken"
+    for locked in (True, False):
+        assert outcomes[locked, "always"] == outcomes[locked, "never"]
+        assert [code for code, _, _ in outcomes[locked, "never"]] == ([0, 0] if locked else [1, 1])
+
+
 def test_the_same_cut_in_an_earlier_segment_is_damage_even_on_a_live_broker(capsys, tmp_path):
     partition = cut_partition(tmp_path, later_segment=True)
     with broker_lock(tmp_path / "logs"):
