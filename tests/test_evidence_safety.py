@@ -392,6 +392,32 @@ def test_the_compiled_bulk_path_reads_the_end_as_the_per_batch_path_does(capsys,
         assert [code for code, _, _ in outcomes[locked, "never"]] == ([0, 0] if locked else [1, 1])
 
 
+def test_a_lock_that_cannot_be_probed_is_unknown_and_stays_as_it_is(tmp_path):
+    """No .lock, a FIFO, a directory or a symbolic link named .lock: `unknown`, read offline; never
+    followed, waited on, created or changed."""
+    from kafkalog_tools.broker import BrokerStates, probe_lock
+
+    hazards = {"missing": lambda lock: None, "fifo": os.mkfifo, "directory": os.mkdir,
+               "link": lambda lock: os.symlink(tmp_path / "elsewhere", lock)}
+    (tmp_path / "elsewhere").touch()
+    for name, make in hazards.items():
+        log_dir = tmp_path / name
+        log_dir.mkdir()
+        make(log_dir / ".lock")
+        before = tree_state(tmp_path)
+        broker, reason = probe_lock(log_dir)
+        assert broker == "unknown" and ".lock" in reason, (name, reason)
+        assert BrokerStates().of(log_dir).read_as == "offline"
+        assert BrokerStates("live").of(log_dir).read_as == "live"
+        assert tree_state(tmp_path) == before, name
+    (tmp_path / "stopped").mkdir()
+    (tmp_path / "stopped" / ".lock").touch()
+    assert probe_lock(tmp_path / "stopped")[0] == "stopped"
+    with broker_lock(tmp_path / "stopped"):
+        broker, reason = probe_lock(tmp_path / "stopped")
+    assert broker == "running" and reason.startswith("process ") and reason.endswith(" holds the lock on .lock")
+
+
 def test_the_same_cut_in_an_earlier_segment_is_damage_even_on_a_live_broker(capsys, tmp_path):
     partition = cut_partition(tmp_path, later_segment=True)
     with broker_lock(tmp_path / "logs"):
