@@ -1025,6 +1025,9 @@ class _LogScan:
             else:  # what Kafka's recovery truncates after a crash
                 drops = self.report.tail = recovery_drops(self.log.buffer, start, end)
                 code = "truncated-tail"
+                if self.damage:  # LogSegment.recover stops at the first invalid entry
+                    what += (f"; recovery cuts earlier still, at byte {self.damage[0].start} (this segment's first "
+                             f"damage), and everything after it goes too")
         self.damage.append(_Damage(start, end, code, what, resync, drops=drops))
 
     def _note_still_being_written(self, start: int, end: int, progress: str) -> None:

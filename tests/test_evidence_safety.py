@@ -35,7 +35,8 @@ import pytest
 from kafkalog_tools.cli import cli, main
 from kafkalog_tools.crc import crc32c
 from kafkalog_tools.formats.record_batch import build_batch, build_record
-from kafkalog_tools.recovery import BACKUP_SUFFIX, TEMP_SUFFIX
+from kafkalog_tools.formats.segment import SegmentFile
+from kafkalog_tools.recovery import BACKUP_SUFFIX, TEMP_SUFFIX, ProducerState, recover_segment
 from tests.conftest import GOLDEN, REAL, ROOT
 
 T0 = 1_700_000_000_000
@@ -361,6 +362,20 @@ def test_the_end_of_the_active_segment_reads_as_the_broker_lock_says(capsys, tmp
     code, findings, dump_code, _ = read("--live")
     assert (code, dump_code) == (0, 0) and tail_findings(findings) == [("warning", "still-being-written", cut)]
     assert tree_state(tmp_path) == before, "reading changed or created a file"
+    with SegmentFile(segment) as log:  # where rebuild-index --truncate (LogSegment.recover's rules) cuts
+        assert recover_segment(log, ProducerState()).valid_bytes == cut
+
+
+def test_a_cut_after_earlier_damage_in_the_active_segment_says_recovery_cuts_at_the_first(capsys, tmp_path):
+    partition = tmp_path / "logs" / "live-0"
+    partition.mkdir(parents=True)
+    bad = bytearray(batch(2))
+    bad[-1] ^= 0xFF  # CRC mismatch; intact batches follow it
+    (partition / "00000000000000000000.log").write_bytes(batch(0) + bytes(bad) + batch(4) + THIRD[:50])
+    code, out, _ = kafkalog(capsys, "verify", "--format", "json", partition)
+    errors = {f["code"]: f for f in map(json.loads, out.splitlines()) if f.get("severity") == "error"}
+    assert code == 1 and set(errors) == {"crc-mismatch", "truncated-tail"}
+    assert f"recovery cuts earlier still, at byte {len(batch(0))}" in errors["truncated-tail"]["message"]
 
 
 @pytest.mark.parametrize("tail", list(TAILS))
