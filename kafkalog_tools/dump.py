@@ -434,6 +434,7 @@ def _dump_log(path: str, kind: str, options: DumpOptions, topic: str | None, act
             options.batch_runs and not filtering and decoder is None
             and bulk_scan.wanted(segment.buffer, segment.end, decode_records, bulk_scan.DUMP_COSTS, legacy=True)
         ) else None
+        active = active and segment.end == segment.file_size  # --max-bytes cuts no write short
         live = active and broker is not None and broker.live
         position, budget = 0, None
         while True:
