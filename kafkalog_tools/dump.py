@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Iterator
 
 from . import codecs
+from .broker import BrokerState, BrokerStates
 from .errors import CorruptDataError, InputError, KafkaLogError
 from .formats import (bulk_scan, checkpoint, legacy, logdir, offset_index, producer_snapshot, properties, time_index,
                       txn_index)
@@ -100,6 +101,8 @@ class DumpOptions:
     filters: Filters = field(default_factory=Filters)
     max_bytes: int | None = None
     decompress_limit: int = codecs.DEFAULT_LIMIT
+    read_as: str | None = None
+    """"live" or "offline" for every log dir (--live/--offline); None: as its broker lock says."""
     batch_runs: bool = False
     """Runs of clean V2 batches or V0/V1 messages may come as `BatchRun` items, read in bulk by compiled
     code (`bulk_scan`), where no filter or payload decoder applies. The JSON Lines and text renderers
@@ -123,6 +126,8 @@ class FileStart:
     base_offset: int | None = None
     snapshot_id: tuple[int, int] | None = None
     """KRaft snapshot (end offset, epoch), from a `<offset>-<epoch>.checkpoint` name."""
+    broker: BrokerState | None = None
+    """A segment's: whether a broker runs on its log dir, and so how the end of the active segment reads."""
 
 
 @dataclass
@@ -205,7 +210,8 @@ class Trailing:
     size: int
     reason: str
     still_being_written: bool = False
-    """A partial batch at the end of the active segment: a write in progress, not corruption."""
+    """A partial batch (or zeros) at the end of the active segment of a live broker: a write in
+    progress, not corruption."""
 
 
 @dataclass
@@ -239,6 +245,7 @@ METADATA_TOPIC = "__cluster_metadata"
 
 
 def dump(paths: list[str], options: DumpOptions) -> Iterator[Item]:
+    brokers = BrokerStates(options.read_as)
     for given in paths:
         try:
             target = logdir.classify(given)
@@ -246,37 +253,38 @@ def dump(paths: list[str], options: DumpOptions) -> Iterator[Item]:
             yield Problem(exc)
             continue
         if isinstance(target, logdir.LogDir):
-            yield from _dump_log_dir(target, given, options)
+            yield from _dump_log_dir(target, given, options, brokers.of(target.path))
         elif isinstance(target, logdir.PartitionDir):
-            yield from _dump_partition(target, given, options)
+            yield from _dump_partition(target, given, options, brokers.of_partition(target.path))
         else:
-            yield from dump_file(given, options, topic=_topic_of(given))
+            yield from dump_file(given, options, topic=_topic_of(given), broker=brokers.of_file(given))
 
 
 def _join(given: str, path: Path, root: Path) -> str:
     return os.path.join(given, os.path.relpath(path, root))
 
 
-def _dump_log_dir(target: logdir.LogDir, given: str, options: DumpOptions) -> Iterator[Item]:
+def _dump_log_dir(target: logdir.LogDir, given: str, options: DumpOptions, broker: BrokerState) -> Iterator[Item]:
     for name in sorted(target.files):
         if name in TEXT_FILE_KINDS:
             yield from dump_file(_join(given, target.files[name], target.path), options)
         elif name == BOOTSTRAP_CHECKPOINT:
             yield from dump_file(_join(given, target.files[name], target.path), options, topic=METADATA_TOPIC)
     for partition in target.partitions:
-        yield from _dump_partition(partition, _join(given, partition.path, target.path), options)
+        yield from _dump_partition(partition, _join(given, partition.path, target.path), options, broker)
     for path, reason in target.unknown:
         yield UnknownFile(_join(given, path, target.path), reason)
 
 
-def _dump_partition(partition: logdir.PartitionDir, given: str, options: DumpOptions) -> Iterator[Item]:
+def _dump_partition(partition: logdir.PartitionDir, given: str, options: DumpOptions,
+                    broker: BrokerState) -> Iterator[Item]:
     topic = partition.topic
     last = partition.segments[-1].base_offset if partition.segments else None
     for segment in partition.segments:
         for path in (segment.log, segment.index, segment.timeindex, segment.txnindex):
             if path is not None:
                 yield from dump_file(_join(given, path, partition.path), options, topic=topic,
-                                     active=segment.base_offset == last)
+                                     active=segment.base_offset == last, broker=broker)
     for path in partition.snapshots + partition.kraft_snapshots:
         yield from dump_file(_join(given, path, partition.path), options, topic=topic)
     for name in sorted(partition.files):
@@ -306,8 +314,9 @@ def kind_of(path: str) -> str | None:
 
 
 def dump_file(path: str, options: DumpOptions, topic: str | None = None,
-              active: bool | None = None) -> Iterator[Item]:
-    """`active`: whether the file belongs to its partition's last segment (None: look at its directory)."""
+              active: bool | None = None, broker: BrokerState | None = None) -> Iterator[Item]:
+    """`active`: whether the file belongs to its partition's last segment (None: look at its directory);
+    `broker`: of its log dir (None: probed, as `options.read_as` says)."""
     kind = kind_of(path)
     if kind is None:
         yield UnknownFile(path, "not a file kind kafkalog dumps")
@@ -316,7 +325,10 @@ def dump_file(path: str, options: DumpOptions, topic: str | None = None,
         if kind in ("log", "checkpoint"):
             if active is None:
                 active = kind == "log" and _is_last_segment(path)
-            yield from _dump_log(path, kind, options, topic, active and kind == "log")
+            if kind == "log" and broker is None:
+                broker = BrokerStates(options.read_as).of_file(path)
+            yield from _dump_log(path, kind, options, topic, active and kind == "log",
+                                 broker if kind == "log" else None)
         elif kind == "index":
             yield from _dump_offset_index(path)
         elif kind == "timeindex":
@@ -407,12 +419,13 @@ def _is_last_segment(path: str) -> bool:
         for name in names)
 
 
-def _dump_log(path: str, kind: str, options: DumpOptions, topic: str | None, active: bool) -> Iterator[Item]:
+def _dump_log(path: str, kind: str, options: DumpOptions, topic: str | None, active: bool,
+              broker: BrokerState | None) -> Iterator[Item]:
     with SegmentFile(path, max_bytes=options.max_bytes, decompress_limit=options.decompress_limit) as segment:
         snapshot_id = None
         if kind == "checkpoint" and (match := _KRAFT_SNAPSHOT_NAME.match(os.path.basename(path))):
             snapshot_id = (int(match[1]), int(match[2]))
-        yield FileStart(path, kind, segment.base_offset, snapshot_id)
+        yield FileStart(path, kind, segment.base_offset, snapshot_id, broker)
         decoder = _payload_decoder(options, topic)
         filters = options.filters
         # hoisted out of the per-batch loop: with one small record per batch these checks cost as much as the decode
@@ -421,6 +434,8 @@ def _dump_log(path: str, kind: str, options: DumpOptions, topic: str | None, act
             options.batch_runs and not filtering and decoder is None
             and bulk_scan.wanted(segment.buffer, segment.end, decode_records, bulk_scan.DUMP_COSTS, legacy=True)
         ) else None
+        active = active and segment.end == segment.file_size  # --max-bytes cuts no write short
+        live = active and broker is not None and broker.live
         position, budget = 0, None
         while True:
             if bulk is not None:
@@ -432,6 +447,11 @@ def _dump_log(path: str, kind: str, options: DumpOptions, topic: str | None, act
                         position = entry.position
                         break
                     budget -= 1
+                if (type(entry) is BadEntry or not entry.crc_valid) and live and _written_into_zeros(segment, entry):
+                    yield Trailing(path, entry.position, segment.end - entry.position,
+                                   "a batch still being written into the zeros log.preallocate=true reserves ahead of "
+                                   "the writes, at the end of the active segment of a live broker", True)
+                    return
                 if type(entry) is BadEntry:
                     yield Problem(entry.error)
                     continue
@@ -459,17 +479,28 @@ def _dump_log(path: str, kind: str, options: DumpOptions, topic: str | None, act
             else:
                 break
         bulk = None  # its views pin the map
-        if segment.stop is Stop.CORRUPT_SIZE:
+        start, end = segment.stop_position, segment.end
+        zeros = live and all_zero(segment.buffer, start, end)
+        if segment.stop is Stop.CORRUPT_SIZE and not zeros:
             yield Problem(segment.stop_error)
-        elif segment.stop_position < segment.end:
+        elif start < end:
             reason = ("too few bytes for a batch header" if segment.stop is Stop.SHORT_TAIL
                       else "the last batch runs past the end of the file (truncated)")
-            # the end of a live broker's active segment (a crash's cut looks the same; recovery drops it)
-            live = active and not all_zero(segment.buffer, segment.stop_position, segment.end)
-            if live:
-                reason = "a batch still being written at the end of the active segment, or cut by a crash"
-            yield Trailing(path, segment.stop_position, segment.end - segment.stop_position, reason, live)
+            if zeros:  # preallocated space, or a batch's first bytes (its base offset's high bytes)
+                reason = ("zeros at the end of the active segment of a live broker: the space log.preallocate=true "
+                          "reserves ahead of the writes, or the first bytes of a batch being written")
+            elif live:
+                reason = "a batch still being written at the end of the active segment of a live broker"
+            elif active:
+                reason += (": cut by a crash, Kafka's recovery truncates these bytes (`kafkalog rebuild-index "
+                           "--truncate` does the same offline, with a backup)")
+            yield Trailing(path, start, end - start, reason, live)
 
+
+
+def _written_into_zeros(segment: SegmentFile, entry: Batch | BadEntry) -> bool:
+    """A bad entry followed by nothing but zeros: a live write into preallocated space."""
+    return entry.end < segment.end and all_zero(segment.buffer, entry.end, segment.end)
 
 
 class _BulkDump:

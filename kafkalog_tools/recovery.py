@@ -32,12 +32,15 @@ from .schema import derive_struct, struct_fields
 from .formats.batch import INT32_MAX, Batch
 from .formats.logdir import LOCAL, LocalFiles, LogDir, PartitionDir, Segment, classify, read_partition_dir
 from .formats import bulk_scan
-from .formats.record_batch import ATTR_CONTROL, ATTR_TRANSACTIONAL, parse_batch
+from .formats.record_batch import ATTR_CONTROL, ATTR_TRANSACTIONAL, HEADER, HEADER_SIZE, parse_batch
+from .formats.segment import HEADER_SIZE_UP_TO_MAGIC as SEGMENT_HEADER_UP_TO_MAGIC, LOG_OVERHEAD, MIN_ENTRY_SIZE
 from .formats.segment import BadEntry, SegmentFile, Stop, offset_from_name
 from .formats.txn_index import AbortedTxn
 
 DEFAULT_INDEX_INTERVAL_BYTES = 4096  # log.index.interval.bytes
 PROGRESS_STEP = 8 << 20
+_ATTRIBUTES, _LAST_OFFSET_DELTA, _PRODUCER_ID, _RECORDS_COUNT = 5, 6, 9, 12
+"""Fields of `record_batch.HEADER`."""
 
 ProgressCallback = Callable[[int], None]
 
@@ -585,6 +588,65 @@ def _tail_problem(segment: SegmentFile) -> CorruptDataError:
                                 path=segment.path, position=position, expected=declared, actual=size - position)
     return CorruptDataError(f"{size - position} trailing bytes are too few for a batch header (17)",
                             path=segment.path, position=position)
+
+
+
+@dataclass
+class RecoveryDrops:
+    """What Kafka's recovery truncates from a cut position to the end of a segment, as far as the
+    headers there can be read: each entry's own header (base offset, last offset delta, records
+    count, producer id) - a truncated batch's header survives when its first 61 bytes do."""
+
+    bytes: int
+    first_offset: int | None = None
+    last_offset: int | None = None
+    """None when the last entry's header is cut before it says."""
+    records: int | None = 0
+    """None when an entry's count cannot be read (a header cut short, a V0/V1 wrapper)."""
+    producer_ids: list[int] = field(default_factory=list)
+    transactional: list[tuple[int, int, bool]] = field(default_factory=list)
+    """(producer id, base offset, is a transaction marker) of the transactional batches among them."""
+
+    def to_json(self) -> dict:
+        return {"bytes": self.bytes, "first_offset": self.first_offset, "last_offset": self.last_offset,
+                "records": self.records, "producer_ids": self.producer_ids}
+
+
+def recovery_drops(buf, start: int, end: int) -> RecoveryDrops:
+    """The bytes [start, end) a recovery cut drops, and what their entry headers say. Zeros (a
+    preallocated or zero-filled tail) hold no entry: a size below 14 ends the reading."""
+    drops = RecoveryDrops(end - start)
+    producers: set[int] = set()
+    position = start
+    while position + SEGMENT_HEADER_UP_TO_MAGIC <= end:
+        offset = int.from_bytes(buf[position : position + 8], "big", signed=True)
+        size = int.from_bytes(buf[position + 8 : position + 12], "big", signed=True)
+        if size < MIN_ENTRY_SIZE:
+            break
+        magic = buf[position + 16]
+        last, count = (offset if magic in (0, 1) else None), None  # a V0/V1 entry's offset is its last
+        if magic == 2 and position + HEADER_SIZE <= end:
+            header = HEADER.unpack_from(buf, position)
+            last, count, producer_id = offset + header[_LAST_OFFSET_DELTA], header[_RECORDS_COUNT], header[_PRODUCER_ID]
+            if producer_id >= 0:
+                producers.add(producer_id)
+                if header[_ATTRIBUTES] & ATTR_TRANSACTIONAL:
+                    drops.transactional.append((producer_id, offset, bool(header[_ATTRIBUTES] & ATTR_CONTROL)))
+        elif magic in (0, 1) and position + 18 <= end and not buf[position + 17] & 0x07:
+            count = 1  # an uncompressed V0/V1 message: its offset is its record's
+        if drops.first_offset is None:
+            drops.first_offset = offset
+        drops.last_offset = last
+        drops.records = None if count is None or drops.records is None else drops.records + max(count, 0)
+        position += LOG_OVERHEAD + size
+    if position < end and any(buf[position:end]):  # the first bytes of one more header: a batch, unknown
+        if end - position >= 8 and position + SEGMENT_HEADER_UP_TO_MAGIC > end:
+            offset = int.from_bytes(buf[position : position + 8], "big", signed=True)
+            drops.first_offset = offset if drops.first_offset is None else drops.first_offset
+        drops.last_offset = None
+        drops.records = None
+    drops.producer_ids = sorted(producers)
+    return drops
 
 
 # ---------------------------------------------------------------------------------------------

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Callable, Iterable, Iterator, Mapping, NamedTuple
 
 from . import codecs
+from .broker import BrokerState, BrokerStates
 from .crc import crc32c
 from .errors import CorruptDataError, DecompressionError, InputError, KafkaLogError
 from .formats import checkpoint, legacy, producer_snapshot, properties
@@ -47,7 +48,8 @@ from .formats.segment import all_zero as _all_zero, next_non_zero as _next_non_z
 from .formats.time_index import TimeIndex
 from .formats.txn_index import AbortedTxn, TransactionIndex
 from .payloads.versions import newer_versions
-from .recovery import ProducerState, ProducerStateError, segment_of, starting_producer_state
+from .recovery import (ProducerState, ProducerStateError, RecoveryDrops, recovery_drops, segment_of,
+                       starting_producer_state)
 
 ERROR, WARNING, INFO = "error", "warning", "info"
 MAX_FINDINGS_PER_CODE = 100
@@ -93,6 +95,8 @@ class Summary:
     infos: int = 0
     suppressed: int = 0
     io_errors: int = 0
+    log_dirs: list[dict] = field(default_factory=list)
+    """Whether a broker runs on each log dir read, and how it was read (`broker.BrokerState.to_json`)."""
 
     def count(self, finding: Finding) -> None:
         if finding.severity == ERROR:
@@ -107,7 +111,9 @@ class Summary:
     def add(self, other: "Summary") -> None:
         """Add another summary's counts (every field but `paths`)."""
         for name, value in vars(other).items():
-            if name != "paths" and value is not None:
+            if name == "log_dirs":
+                self.log_dirs.extend(state for state in value if state not in self.log_dirs)
+            elif name != "paths" and value is not None:
                 setattr(self, name, (getattr(self, name) or 0) + value)
 
     def to_json(self) -> dict:
@@ -127,6 +133,12 @@ class _Target:
     log_dir: LogDir | None
     partitions: list[tuple[PartitionDir, list[Segment] | None]]
     """Each partition with the segments named, or None for all of them."""
+    broker: BrokerState | None = None
+    """Of the log dir the path given is or lies in: whether its active segments may be growing."""
+
+    @property
+    def live(self) -> bool:
+        return self.broker is not None and self.broker.live
 
 
 class Verification:
@@ -140,12 +152,16 @@ class Verification:
     """
 
     def __init__(self, paths: Iterable[str], *, deep: bool = True, on_progress: ProgressCallback | None = None,
-                 max_findings_per_code: int = MAX_FINDINGS_PER_CODE, files: LocalFiles = LOCAL):
+                 max_findings_per_code: int = MAX_FINDINGS_PER_CODE, files: LocalFiles = LOCAL,
+                 read_as: str | None = None):
+        """`read_as`: "live" or "offline" for every log dir (--live/--offline); None: as its lock says."""
         self.deep = deep
         self.on_progress = on_progress
         self.max_findings_per_code = max_findings_per_code
-        self.targets = [_resolve(path, files) for path in paths]
-        self.target_summaries = [Summary(paths=1, records=0 if deep else None) for _ in self.targets]
+        brokers = BrokerStates(read_as, files.broker_lock)
+        self.targets = [_resolve(path, files, brokers) for path in paths]
+        self.target_summaries = [Summary(paths=1, records=0 if deep else None, log_dirs=[t.broker.to_json()])
+                                 for t in self.targets]
         """Totals per path given (the Spark summary table shows them per log dir)."""
         self.total_bytes = sum(files.size(s.log) for t in self.targets for p, named in t.partitions
                                for s in (named if named is not None else p.segments) if s.log is not None)
@@ -191,20 +207,21 @@ class Verification:
         """Stage 2 of each partition of `target`, in order (the Spark scheduler replaces this with
         the same checks run on executors)."""
         for partition, named in target.partitions:
-            yield _PartitionCheck(partition, named, self.deep, summary, self._check_segment)
+            yield _PartitionCheck(partition, named, self.deep, summary,
+                                  functools.partial(self._check_segment, live=target.live))
 
-    def _check_segment(self, segment: Segment, is_active: bool, on_batch: "BatchConsumer") -> "SegmentReport":
-        return check_segment(segment, is_active, self.deep, self.on_progress, on_batch)
+    def _check_segment(self, segment: Segment, is_active: bool, on_batch: "BatchConsumer", live: bool) -> "SegmentReport":
+        return check_segment(segment, is_active, self.deep, self.on_progress, on_batch, live)
 
 
-def _resolve(path: str, files: LocalFiles) -> _Target:
+def _resolve(path: str, files: LocalFiles, brokers: BrokerStates) -> _Target:
     found = classify(path, files)
     if isinstance(found, LogDir):
-        return _Target(found, [(p, None) for p in found.partitions])
+        return _Target(found, [(p, None) for p in found.partitions], brokers.of(found.path))
     if isinstance(found, PartitionDir):
-        return _Target(None, [(found, None)])
+        return _Target(None, [(found, None)], brokers.of_partition(found.path))
     partition, segment = segment_of(found, files)
-    return _Target(None, [(partition, [segment])])
+    return _Target(None, [(partition, [segment])], brokers.of_partition(partition.path))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -481,11 +498,38 @@ class _PartitionCheck:
             yield from (finding for _, finding in report.log_findings)
             return
         self.summary.add(report.counts)
+        if report.tail is not None:
+            self._transactions_cut(report)
         ordered = report.log_findings + replay.found
         ordered.sort(key=itemgetter(0))
         yield from (finding for _, finding in ordered)
         yield from report.index_findings
         yield from _check_txn_index(segment, report, replay.aborted, replay.abort_markers, self.exact_state)
+
+    def _transactions_cut(self, report: SegmentReport) -> None:
+        """Add to a segment's `truncated-tail` what the cut does to transactions: the producer state
+        replayed up to it says which of the dropped batches' transactions were already open."""
+        notes, still_open, seen = [], [], set()
+        for producer_id, base_offset, is_marker in report.tail.transactional:
+            if producer_id in seen:
+                continue
+            seen.add(producer_id)
+            status = self.state.producers.get(producer_id)
+            first = None if status is None else status.current_txn_first_offset
+            if first is not None:
+                still_open.append({"producer_id": producer_id, "first_offset": first})
+            if is_marker:
+                notes.append(f"the transaction marker of producer {producer_id} at offset {base_offset} is lost"
+                             + ("" if first is None else f": its transaction from offset {first} is open again"))
+            elif first is not None:
+                notes.append(f"the open transaction of producer {producer_id} (from offset {first}) loses its "
+                             f"batches from offset {base_offset} and stays open")
+            else:
+                notes.append(f"the transaction producer {producer_id} began at offset {base_offset} is lost")
+        for _, finding in report.log_findings:
+            if finding.code == "truncated-tail":
+                finding.extra["recovery_drops"]["open_transactions"] = still_open
+                finding.message += "".join("; " + note for note in notes) + TRUNCATE_HINT
 
     def _replay(self, batch: BatchFacts, ordinal: int, ordered: list, aborted: list[AbortedTxn],
                 abort_markers: set[tuple[int, int]]) -> None:
@@ -746,6 +790,9 @@ class SegmentReport:
     txn_entries: list[AbortedTxn] | None = None
     txn_findings: list[Finding] = field(default_factory=list)
     """What the .txnindex says on its own; stage 2 compares its entries with the ABORT markers."""
+    tail: RecoveryDrops | None = None
+    """What recovery truncates from the end of an active segment read offline (its `truncated-tail`);
+    stage 2 says which open transactions that touches."""
 
 
 BatchConsumer = Callable[[BatchFacts | FactsRun], None]
@@ -753,10 +800,12 @@ BatchConsumer = Callable[[BatchFacts | FactsRun], None]
 
 
 def check_segment(segment: Segment, is_active: bool, deep: bool = True,
-                  on_progress: ProgressCallback | None = None, on_batch: BatchConsumer | None = None) -> SegmentReport:
+                  on_progress: ProgressCallback | None = None, on_batch: BatchConsumer | None = None,
+                  live: bool = False) -> SegmentReport:
     """Stage 1: everything a segment's own files say (batches, CRCs, records, damage, offset and
     time indexes). Needs nothing from other segments, so it runs wherever the files can be read.
-    Each intact batch's facts go to `on_batch` as they are read, or without one into the report."""
+    Each intact batch's facts go to `on_batch` as they are read, or without one into the report.
+    `live`: a broker may be appending to the active segment (`broker.BrokerState.live`)."""
     report = SegmentReport(str(segment.log), Summary(records=0 if deep else None))
     try:
         log = SegmentFile(segment.log)
@@ -768,7 +817,7 @@ def check_segment(segment: Segment, is_active: bool, deep: bool = True,
         report.counts.segments += 1
         report.counts.log_bytes += log.file_size
         scan = _LogScan(log, segment, deep, report, on_progress, on_batch or functools.partial(_keep, report.batches))
-        scan.is_active = is_active
+        scan.is_active, scan.live = is_active, live
         scan.run()
         report.index_findings.extend(_check_offset_index(segment, log, scan.table, is_active))
         report.index_findings.extend(_check_time_index(segment, log, scan.table, is_active))
@@ -857,6 +906,8 @@ class _Damage:
     intact_bytes: int = 0
     intact_batches: int = 0
     offsets: list[int] = field(default_factory=list)
+    drops: RecoveryDrops | None = None
+    """A `truncated-tail`: what recovery cuts there."""
 
 
 class _LogScan:
@@ -879,6 +930,8 @@ class _LogScan:
         """Largest last offset of this segment's intact batches so far."""
         self.is_active = False
         """The partition's last segment: a broker may be appending to it as we read."""
+        self.live = False
+        """A broker runs on the log dir (or --live): the active segment's end may be a write in progress."""
         self.bulk = _BulkScan(self) if bulk_scan.wanted(log.buffer, log.end, deep, legacy=True) else None
 
     def run(self) -> None:
@@ -919,11 +972,9 @@ class _LogScan:
         if log.stop is Stop.END:
             return None
         start = log.stop_position
-        if self._still_being_written(start):
-            return None
         if log.stop is Stop.SHORT_TAIL:
             self._add_damage(start, log.end, "short-tail",
-                             f"{log.end - start} trailing bytes, too few for a batch header (17)", None)
+                             f"{log.end - start} trailing bytes, too few for a batch header (17)", None, writing=True)
             return None
         resync = self._resync(start + 1)
         declared = LOG_OVERHEAD + int.from_bytes(log.buffer[start + 8 : start + 12], "big", signed=True)
@@ -938,26 +989,26 @@ class _LogScan:
             what = f"the batch at {start} declares {declared} bytes, running past the end of the file: " \
                    f"its length field is corrupt"
             code = "corrupt-length"
-        self._add_damage(start, resync if resync is not None else log.end, code, what, resync)
+        self._add_damage(start, resync if resync is not None else log.end, code, what, resync,
+                         writing=log.stop is Stop.PARTIAL_ENTRY)
         return resync
 
-    def _still_being_written(self, start: int) -> bool:
-        """A partial last batch at the end of the active segment is a write in progress (or the
-        one a crash interrupted, which Kafka's recovery cuts): a warning, not damage - unless it
-        is zeros, or a valid batch follows (then its length field is what is wrong)."""
-        log = self.log
-        if not self.is_active or log.stop not in (Stop.SHORT_TAIL, Stop.PARTIAL_ENTRY) \
-                or _all_zero(log.buffer, start, log.end) or self._resync(start + 1) is not None:
-            return False
-        declared = LOG_OVERHEAD + int.from_bytes(log.buffer[start + 8 : start + 12], "big", signed=True) \
-            if log.end - start >= LOG_OVERHEAD else None
-        size = "" if declared is None else f" of a {declared}-byte batch"
-        self.report.log_findings.append(((start, self.counts.batches, _RANK_AFTER), Finding(
-            WARNING, "still-being-written", log.path, start,
-            f"the last {log.end - start} bytes{size} at the end of the active segment are a batch still being "
-            f"written (a live broker) or cut by a crash (Kafka's recovery truncates them): not corruption",
-            {"length": log.end - start, "declared_size": declared})))
-        return True
+    def _write_in_progress(self, start: int, end: int, writing: bool, entry_end: int | None) -> str | None:
+        """What a live broker's write looks like at the end of the active segment, if [start, end) does:
+        a batch not yet complete (`writing`), or zeros: log.preallocate=true reserves the segment
+        ahead of the writes, a batch's first bytes are zeros (its base offset's high bytes), and a
+        batch being written into preallocated space is followed by them."""
+        buf, length = self.log.buffer, end - start
+        if _all_zero(buf, start, end):
+            return (f"{length} bytes are zeros: the space log.preallocate=true reserves ahead of the writes, or the "
+                    f"first bytes of a batch being written")
+        if writing:
+            declared = _declared_size(buf, start, end)
+            return f"{length} bytes are a {'' if declared is None else f'{declared}-byte '}batch still being written"
+        if entry_end is not None and entry_end < end and _all_zero(buf, entry_end, end):
+            return (f"{length} bytes are a {entry_end - start}-byte batch being written into the zeros "
+                    f"log.preallocate=true reserves ahead of the writes")
+        return None
 
     def _entry_damage(self, entry: Batch | BadEntry) -> int | None:
         """A batch of plausible size that is unreadable or fails its CRC. Its length is trusted only
@@ -968,17 +1019,42 @@ class _LogScan:
             code, what = "crc-mismatch", (f"batch at {entry.position} (offsets up to {entry.last_offset}) fails its "
                                           f"CRC{'-32C' if entry.magic >= 2 else '-32'}: stored {entry.crc}")
         if entry.end == self.log.end or self._plausible_batch_at(entry.end):
-            self._add_damage(entry.position, entry.end, code, what, entry.end if entry.end < self.log.end else None)
+            self._add_damage(entry.position, entry.end, code, what, entry.end if entry.end < self.log.end else None,
+                             entry_end=entry.end)
             return entry.end if entry.end < self.log.end else None
         resync = self._resync(entry.position + 1)
         self._add_damage(entry.position, resync if resync is not None else self.log.end, code,
-                         what + "; its length cannot be trusted either", resync)
+                         what + "; its length cannot be trusted either", resync, entry_end=entry.end)
         return resync
 
-    def _add_damage(self, start: int, end: int, code: str, what: str, resync: int | None) -> None:
-        if _all_zero(self.log.buffer, start, end):
+    def _add_damage(self, start: int, end: int, code: str, what: str, resync: int | None, *,
+                    writing: bool = False, entry_end: int | None = None) -> None:
+        """`writing`: the walk stopped at an entry not complete in the file; `entry_end`: where the
+        bad entry at `start` says it ends."""
+        zeros = _all_zero(self.log.buffer, start, end)
+        if zeros:
             code, what = "zero-filled", f"{end - start} zero bytes from {start} (" + what + ")"
-        self.damage.append(_Damage(start, end, code, what, resync))
+        drops = None
+        if self.is_active and resync is None:  # the end of the active segment
+            if self.live:
+                progress = self._write_in_progress(start, end, writing, entry_end)
+                if progress is not None:
+                    self._note_still_being_written(start, end, progress)
+                    return
+            else:  # what Kafka's recovery truncates after a crash
+                drops = self.report.tail = recovery_drops(self.log.buffer, start, end)
+                code = "truncated-tail"
+                if self.damage:  # LogSegment.recover stops at the first invalid entry
+                    what += (f"; recovery cuts earlier still, at byte {self.damage[0].start} (this segment's first "
+                             f"damage), and everything after it goes too")
+        self.damage.append(_Damage(start, end, code, what, resync, drops=drops))
+
+    def _note_still_being_written(self, start: int, end: int, progress: str) -> None:
+        self.report.log_findings.append(((start, self.counts.batches, _RANK_AFTER), Finding(
+            WARNING, "still-being-written", self.log.path, start,
+            f"at the end of the active segment, the last {progress}: a live broker's write in progress, not "
+            f"corruption (after a crash, Kafka's recovery would truncate them)",
+            {"length": end - start, "declared_size": _declared_size(self.log.buffer, start, end)})))
 
     def _accept(self, batch: Batch) -> None:
         counts = self.counts
@@ -1314,8 +1390,16 @@ def _epoch_start_compacted(recorded_start: int, first_in_log: int, previous_last
     return recorded_start <= first_in_log and (previous_last_offset is None or recorded_start > previous_last_offset)
 
 
+def _declared_size(buf, start: int, end: int) -> int | None:
+    """The size the entry at `start` declares (with its offset and size fields), if it is there."""
+    return LOG_OVERHEAD + int.from_bytes(buf[start + 8 : start + 12], "big", signed=True) \
+        if end - start >= LOG_OVERHEAD else None
+
+
 def _damage_finding(path: str, damage: _Damage) -> Finding:
     length = damage.end - damage.start
+    if damage.drops is not None:
+        return _truncated_tail_finding(path, damage)
     if damage.resync is None:
         after = "no valid batch follows: nothing after it can be read"
     else:
@@ -1327,6 +1411,38 @@ def _damage_finding(path: str, damage: _Damage) -> Finding:
                    {"end": damage.end, "length": length, "resync_position": damage.resync,
                     "intact_bytes_after": damage.intact_bytes, "intact_batches_after": damage.intact_batches,
                     "intact_offsets_after": damage.offsets or None})
+
+
+def _truncated_tail_finding(path: str, damage: _Damage) -> Finding:
+    """The end of an active segment read offline: what Kafka's recovery (LogSegment.recover, run on
+    the active segment at every start after a crash) truncates, and what that loses."""
+    drops = damage.drops
+    return Finding(ERROR, "truncated-tail", path, damage.start,
+                   f"Kafka's recovery truncates the segment at byte {damage.start}, dropping its last {drops.bytes} "
+                   f"bytes ({damage.what}): {_lost(drops)}",
+                   {"end": damage.end, "length": drops.bytes, "recovery_drops": drops.to_json()})
+
+
+TRUNCATE_HINT = ("; `kafkalog rebuild-index --truncate` makes the same cut offline, keeping a backup (read as offline: "
+                 "--live if a broker is still writing this segment)")
+
+
+def _lost(drops: RecoveryDrops) -> str:
+    if drops.first_offset is None and drops.records == 0:
+        return ("no record is lost: zeros are what log.preallocate=true leaves ahead of the writes when the broker "
+                "does not stop cleanly, or what a crash left")
+    if drops.first_offset is None:
+        return "the offsets and records of the batch they began cannot be read"
+    offsets = (f"offsets {drops.first_offset}..{drops.last_offset}" if drops.last_offset is not None
+               else f"offsets from {drops.first_offset}")
+    records = "an unknown number of records" if drops.records is None else \
+        f"{drops.records} record{'' if drops.records == 1 else 's'}"
+    producers = ""
+    if drops.producer_ids:
+        listed = ", ".join(map(str, drops.producer_ids))
+        producers = (f"; producers {listed} go back to their last batches before the cut" if len(drops.producer_ids) > 1
+                     else f"; producer {listed} goes back to its last batch before the cut")
+    return f"{offsets} ({records}) are lost{producers}"
 
 
 def _record_findings(batch: Batch, base: int, summary: Summary) -> list[Finding]:

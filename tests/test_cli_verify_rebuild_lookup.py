@@ -70,16 +70,17 @@ def test_nothing_is_written(capsys, damaged, args):
 
 def test_verify_json_lines(capsys, golden):
     damage = json.loads((golden / "manifests" / "damaged" / f"{MIXED}.damage.json").read_text())[0]
-    code, out, _ = kafkalog(capsys, "verify", "--format", "json", golden / damage["dir"])
-    lines = json_lines(out)
-    assert code == 0  # the cut batch ends the active segment: still being written, a warning
-    assert [line["type"] for line in lines] == ["finding"] * (len(lines) - 1) + ["summary"]
-    for finding in lines[:-1]:
-        assert {"type", "severity", "code", "file", "position", "message"} <= finding.keys()
-    warnings = [f for f in lines if f.get("severity") == "warning"]
-    assert [(Path(f["file"]).name, f["position"], f["code"]) for f in warnings] == [
-        (damage["file"], damage["cutBatchPosition"], "still-being-written")]
-    assert lines[-1]["errors"] == 0 and lines[-1]["warnings"] == 1
+    for options, code_expected, expected in (((), 1, ("error", "truncated-tail")),  # no broker holds the dir
+                                             (("--live",), 0, ("warning", "still-being-written"))):
+        code, out, _ = kafkalog(capsys, "verify", "--format", "json", *options, golden / damage["dir"])
+        lines = json_lines(out)
+        assert code == code_expected
+        assert [line["type"] for line in lines] == ["finding"] * (len(lines) - 1) + ["summary"]
+        for finding in lines[:-1]:
+            assert {"type", "severity", "code", "file", "position", "message"} <= finding.keys()
+        at_the_cut = [f for f in lines if f.get("position") == damage["cutBatchPosition"]]
+        assert [(Path(f["file"]).name, f["severity"], f["code"]) for f in at_the_cut] == [(damage["file"], *expected)]
+        assert lines[-1]["errors"] == code_expected and lines[-1]["warnings"] == 1 - code_expected
 
 
 def test_verify_exits_0_on_golden_and_real_dirs(capsys, golden, real):

@@ -117,6 +117,9 @@ def test_verify_cli_on_spark_prints_what_one_process_prints_and_writes_parquet(s
     findings = [line for line in lines if line["type"] == "finding"]
     assert sorted((r.path, r.code, r.file, r.position) for r in written) == \
         sorted((p, f["code"], f["file"], f["position"]) for f in findings for p in paths if f["file"].startswith(p))
+    [tail] = [row for row in written if row.code == "truncated-tail"]  # no broker holds the copy: read offline
+    assert json.loads(tail.extra)["recovery_drops"] == {"bytes": 302, "first_offset": 2018, "last_offset": 2023,
+                                                        "records": 6, "producer_ids": [2001], "open_transactions": []}
 
 
 @pytest.fixture(scope="module")
@@ -324,3 +327,30 @@ def test_dump_on_spark_counts_a_crc_mismatch_as_one_process_does(spark, tmp_path
     errors = [row for row in result.problems if row[1] == "error"]
     assert [(row[0], row[2], row[3]) for row in errors] == [("crc_mismatch", str(log), position)]
     assert kafkalog("dump", "--format", "json", str(work)).returncode == 1
+
+
+def test_verify_on_spark_reads_the_end_of_an_active_segment_as_the_broker_lock_says(spark, tmp_path):
+    """The driver probes the log dir's lock; executors read the active segment's end accordingly:
+    unlocked, the truncated-tail error with what recovery drops (also behind a file:// URI, whose
+    lock cannot be probed); locked by another process, the write in progress - as one process."""
+    from kafkalog_tools.spark.verify import SparkVerification
+    from tests.test_evidence_safety import broker_lock
+
+    logs = tmp_path / "logs"
+    shutil.copytree(need(GOLDEN) / "damaged" / "truncated", logs)
+    for path in logs.rglob("*"):
+        path.chmod(0o755 if path.is_dir() else 0o644)
+    (logs / ".lock").touch()
+    drops = {"bytes": 302, "first_offset": 2018, "last_offset": 2023, "records": 6, "producer_ids": [2001],
+             "open_transactions": []}
+    findings, run = assert_same_as_one_process(spark, [str(logs)])
+    [tail] = [f for f in findings if f["code"] == "truncated-tail"]
+    assert (tail["position"], tail["recovery_drops"]) == (34819, drops)
+    assert [state["broker"] for state in run.summary.log_dirs] == ["stopped"]
+    behind_uri = [f.to_json() for f in SparkVerification(spark, [_uri(logs)])]
+    assert [_local(f) for f in behind_uri if f["code"] == "truncated-tail"] == [tail]
+    with broker_lock(logs):
+        findings, run = assert_same_as_one_process(spark, [str(logs)])
+    assert [(f["severity"], f["position"]) for f in findings if f["code"] in ("truncated-tail", "still-being-written")
+            ] == [("warning", 34819)]
+    assert [state["broker"] for state in run.summary.log_dirs] == ["running"] and run.summary.errors == 0

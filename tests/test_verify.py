@@ -69,10 +69,27 @@ def test_real_broker_dirs_have_no_errors_only_missing_indexes(real, broker):
     assert run.summary.partitions > 50 and run.summary.batches > 0
 
 
-def test_the_truncated_copy_is_a_batch_still_being_written(golden):
-    """The copy was taken from a running broker: the cut batch ends the active segment."""
+def test_the_truncated_copy_read_offline_is_what_recovery_truncates(golden):
+    """No broker holds the dir (no .lock): the cut batch at the end of the active segment is what
+    Kafka's recovery truncates after a crash - one error at the cut, with what it drops."""
     damage = json.loads((golden / "manifests" / "damaged" / f"{MIXED}.damage.json").read_text())[0]
     findings, run = verify(golden / damage["dir"])
+    [error] = [f for f in findings if f.severity == ERROR]
+    assert (Path(error.file).name, error.position, error.code) == (
+        damage["file"], damage["cutBatchPosition"], "truncated-tail")
+    first, last = map(int, damage["cutBatchOffsets"].split(".."))
+    assert error.extra["recovery_drops"] == {
+        "bytes": damage["truncatedTo"] - damage["cutBatchPosition"], "first_offset": first, "last_offset": last,
+        "records": last - first + 1, "producer_ids": [2001], "open_transactions": []}
+    assert run.summary.damaged_bytes == damage["truncatedTo"] - damage["cutBatchPosition"]
+    assert [state["read_as"] for state in run.summary.log_dirs] == ["offline"]
+
+
+def test_the_truncated_copy_read_live_is_a_batch_still_being_written(golden):
+    """The copy was taken from a running broker (the manifest says so; rsync leaves no lock): with
+    --live the cut batch ends the active segment as a write in progress."""
+    damage = json.loads((golden / "manifests" / "damaged" / f"{MIXED}.damage.json").read_text())[0]
+    findings, run = verify(golden / damage["dir"], read_as="live")
     assert run.summary.errors == 0
     [partial] = [f for f in findings if f.severity == WARNING]
     assert (Path(partial.file).name, partial.position, partial.code) == (

@@ -18,6 +18,18 @@ def strict_option(what: str):
                              "problem and go on.")
 
 
+def read_as_options(function):
+    """--live / --offline: how to read the end of each partition's active segment, whatever the
+    broker lock of its log dir says (default: live while a broker holds `<log dir>/.lock`)."""
+    function = click.option("--offline", "read_as", flag_value="offline",
+                            help="Read every log dir as a stopped broker's: a partial or zero-filled end of an "
+                                 "active segment is what Kafka's recovery truncates (an error, truncated-tail).")(function)
+    return click.option("--live", "read_as", flag_value="live",
+                        help="Read every log dir as a running broker's (e.g. a copy of one): a partial or zero-filled "
+                             "end of an active segment is a write in progress (a warning). Default: live only while "
+                             "a broker holds the lock on <log dir>/.lock.")(function)
+
+
 def stop_strictly(message: str) -> None:
     click.echo(f"kafkalog: stopped at the first problem (--strict): {message}", err=True)
 

@@ -15,7 +15,7 @@ from ..timestamps import parse_timestamp
 from ..output import EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE, FORMATS, LineWriter, choose_format
 from ..output import dumplog_text, jsonl
 from ..spark.options import check_spark_usage, spark_options
-from . import stop_strictly, strict_option
+from . import read_as_options, stop_strictly, strict_option
 
 DECODER_CHOICES = ("auto", "none", "consumer-offsets", "transaction-log", "cluster-metadata", "share-group-state",
                    "remote-log-metadata")
@@ -73,17 +73,22 @@ def _regex(ctx, param, value):
               help="Read only the first N bytes of each .log (KIP-824); no trailing-bytes report.")
 @click.option("--max-decompressed", type=click.IntRange(min=1), default=codecs.DEFAULT_LIMIT, show_default=True,
               help="Largest decompressed batch accepted; larger is reported as a decompression bomb.")
+@read_as_options
 @strict_option("problem (a corrupt or truncated batch, a bad CRC, an unreadable file)")
 @spark_options("With --spark (required then): write DIR/batches and DIR/records, Parquet datasets partitioned "
                "by topic and partition with the JSON Lines field names, and DIR/problems.")
 def command(paths, output_format, deep_iteration, print_data_log, skip_record_metadata, bytes_mode, decoder,
-            from_offset, to_offset, from_time, to_time, producer_id, key, key_regex, max_bytes, max_decompressed, strict,
-            use_spark, master, spark_conf, output, **kafka_decoder_flags):
+            from_offset, to_offset, from_time, to_time, producer_id, key, key_regex, max_bytes, max_decompressed, read_as,
+            strict, use_spark, master, spark_conf, output, **kafka_decoder_flags):
     """Print the batches, records and index entries of segments, partitions or whole log dirs.
 
     PATH is a .log, .index, .timeindex, .txnindex, .snapshot or checkpoint file, a partition
     directory, or a log directory (walked in topic, partition and offset order). Files Kafka does
     not keep are listed, never fatal. Nothing is written or created.
+
+    A partial or zero-filled end of a partition's active segment is a write in progress (a note) while
+    a broker holds the lock on <log dir>/.lock, and otherwise what Kafka's recovery truncates after a
+    crash (a problem); --live / --offline say which instead.
 
     With --spark --output DIR, every batch and record of the .log segments (and KRaft snapshots)
     under PATH is written as Parquet instead, read on Spark executors; filters apply. PATH may then
@@ -105,6 +110,7 @@ def command(paths, output_format, deep_iteration, print_data_log, skip_record_me
                           key_regex=key_regex),
         max_bytes=max_bytes,
         decompress_limit=max_decompressed,
+        read_as=read_as,
     )
     conf = check_spark_usage(use_spark, master, spark_conf, output, paths, strict, output_needed=True)
     if use_spark:

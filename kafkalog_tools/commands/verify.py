@@ -10,7 +10,7 @@ import click
 from .. import verify as v
 from ..output.progress import byte_progress
 from ..spark.options import PathOrUri, check_spark_usage, spark_options
-from . import stop_strictly, strict_option
+from . import read_as_options, stop_strictly, strict_option
 from ..output import EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE, LineWriter, choose_format
 
 SEVERITY_STYLE = {v.ERROR: "bold red", v.WARNING: "yellow", v.INFO: "dim"}
@@ -26,9 +26,10 @@ SEVERITY_STYLE = {v.ERROR: "bold red", v.WARNING: "yellow", v.INFO: "dim"}
                                              "do not decode records or open V0/V1 wrappers.")
 @click.option("--max-findings", type=click.IntRange(min=1), default=v.MAX_FINDINGS_PER_CODE, show_default=True,
               help="Findings shown per file and kind; the rest are counted.")
+@read_as_options
 @strict_option("error")
 @spark_options("With --spark: also write the findings as Parquet to DIR/findings.")
-def command(paths, output_format, shallow, max_findings, strict, use_spark, master, spark_conf, output):
+def command(paths, output_format, shallow, max_findings, read_as, strict, use_spark, master, spark_conf, output):
     """Check segments, partitions or whole log dirs for everything Kafka's own loading would trip
     over - and nothing that Kafka itself wrote and considers valid.
 
@@ -36,6 +37,11 @@ def command(paths, output_format, shallow, max_findings, strict, use_spark, mast
     directory. Batches (CRC, structure, offsets, epochs, producer state), indexes (by meaning, not
     by byte equality), transaction indexes, snapshots and checkpoints are checked; damage is located
     to the byte and the scan resynchronises past it. Nothing is written.
+
+    The end of each partition's active segment is read as the broker's state says: while a broker
+    holds the lock on <log dir>/.lock (probed read-only), a partial or zero-filled end is a write in
+    progress (a warning); otherwise it is what Kafka's recovery truncates after a crash (an error,
+    truncated-tail, with what it loses). --live / --offline say which instead.
 
     With --spark the same findings and summary come from Spark executors (segments balanced by
     bytes), followed by a summary per path given; paths are reported absolute. With --spark, PATH
@@ -54,9 +60,9 @@ def command(paths, output_format, shallow, max_findings, strict, use_spark, mast
 
         spark = start_session(master, conf)
         run = SparkVerification(spark, [p if is_uri(p) else os.path.abspath(p) for p in paths], deep=not shallow,
-                                max_findings_per_code=max_findings)
+                                max_findings_per_code=max_findings, read_as=read_as)
     else:
-        run = v.Verification(paths, deep=not shallow, max_findings_per_code=max_findings)
+        run = v.Verification(paths, deep=not shallow, max_findings_per_code=max_findings, read_as=read_as)
     shown = []  # (path given, finding) for --output
     try:
         if output_format == "json":
@@ -148,6 +154,8 @@ def _print_summary(console, summary: v.Summary) -> None:
     ]
     if summary.suppressed:
         rows.append(("not shown", f"{summary.suppressed:,}"))
+    for state in summary.log_dirs:
+        rows.append(("broker", f"{state['broker']}, read {state['read_as']}: {state['log_dir']} ({state['reason']})"))
     for name, value in rows:
         table.add_row(name, value)
     console.print(table)

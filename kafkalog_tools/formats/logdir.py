@@ -17,6 +17,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..broker import probe_lock
 from ..errors import InputError
 
 PARTITION_DIR = re.compile(
@@ -113,6 +114,10 @@ class LocalFiles:
             return os.stat(path).st_size
         except OSError:
             return 0
+
+    def broker_lock(self, log_dir: Path) -> tuple[str, str]:
+        """Whether a broker holds the lock of `log_dir` (`broker.probe_lock`)."""
+        return probe_lock(log_dir)
 
 
 LOCAL = LocalFiles()

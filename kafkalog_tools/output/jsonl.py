@@ -139,6 +139,8 @@ def objects(item, bytes_mode: str = "auto") -> list[dict]:
         obj = {"type": "file", "file": item.path, "kind": item.kind, "base_offset": item.base_offset}
         if item.snapshot_id is not None:
             obj["snapshot_end_offset"], obj["snapshot_epoch"] = item.snapshot_id
+        if item.broker is not None:
+            obj["broker"], obj["read_as"] = item.broker.broker, item.broker.read_as
         return [obj]
     if isinstance(item, d.BatchItem):
         out = [batch_object(item.batch)]

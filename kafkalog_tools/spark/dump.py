@@ -8,6 +8,7 @@ from functools import partial
 from pathlib import Path
 
 from .. import dump as d
+from ..broker import BrokerStates
 from ..errors import InputError
 from ..formats import logdir
 from . import jobs, plan, schemas
@@ -27,10 +28,12 @@ class DumpResult:
     """Why each path given that could not be read at all could not be."""
 
 
-def dump_units(paths: list[str], layout: HadoopLayout) -> tuple[list[jobs.DumpUnit], list[InputError]]:
-    """Every .log (and KRaft snapshot) under the paths given (`layout.local_paths`), with its topic
-    and partition."""
+def dump_units(paths: list[str], layout: HadoopLayout, read_as: str | None = None
+               ) -> tuple[list[jobs.DumpUnit], list[InputError]]:
+    """Every .log (and KRaft snapshot) under the paths given (`layout.local_paths`), with its topic,
+    partition and the broker state of its log dir (probed here, on the driver)."""
     units, unreadable = [], []
+    brokers = BrokerStates(read_as, layout.broker_lock)
     for given in paths:
         try:
             found = logdir.classify(given, layout)
@@ -47,14 +50,16 @@ def dump_units(paths: list[str], layout: HadoopLayout) -> tuple[list[jobs.DumpUn
             if d.kind_of(given) in ("log", "checkpoint"):
                 units.append(jobs.DumpUnit(os.path.abspath(given), parsed[0] if parsed else None,
                                            parsed[1] if parsed else None, layout.size(given),
-                                           _is_last_segment(given, layout) if remote else None, remote))
+                                           _is_last_segment(given, layout) if remote else None, remote,
+                                           brokers.of_file(given)))
             continue
         for partition in partitions:
+            broker = brokers.of_partition(partition.path)
             last = partition.segments[-1].base_offset if partition.segments else None
             files = [(s.log, s.base_offset == last) for s in partition.segments if s.log is not None]
             files += [(path, False) for path in partition.kraft_snapshots]
             units.extend(jobs.DumpUnit(str(path), partition.topic, partition.partition, layout.size(path), active,
-                                       layout.remote_files([path]))
+                                       layout.remote_files([path]), broker)
                          for path, active in files)
     return units, unreadable
 
@@ -73,7 +78,7 @@ def write_parquet(spark, paths: list[str], output: str, options: d.DumpOptions, 
 def _write_parquet(spark, layout: HadoopLayout, output: str, options: d.DumpOptions, bytes_mode: str) -> DumpResult:
     from pyspark import StorageLevel
 
-    units, unreadable = dump_units(layout.local_paths, layout)
+    units, unreadable = dump_units(layout.local_paths, layout, options.read_as)
     result = DumpResult(unreadable=[layout.to_uri(str(error)) for error in unreadable])
     sc = spark.sparkContext
     groups = plan.balance(units, sc.defaultParallelism)

@@ -4,6 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .. import dump as d
+from ..broker import BrokerState
 from .. import verify
 from ..output import jsonl
 from . import schemas
@@ -14,7 +15,7 @@ def check_segments(units, deep: bool):
     """Verify's stage 1 for each segment of a group: (partition key, report)."""
     for unit in units:
         with staged(unit.remote):
-            report = verify.check_segment(unit.segment, unit.is_active, deep)
+            report = verify.check_segment(unit.segment, unit.is_active, deep, live=unit.live)
         yield unit.key, report
 
 
@@ -38,6 +39,8 @@ class DumpUnit:
     `dump.dump_file` finds it in the file's directory)."""
     remote: tuple[RemoteFile, ...] = ()
     """The file behind a URI, staged at `path` while it is read."""
+    broker: BrokerState | None = None
+    """Of its log dir, as the driver probed it (None: probed where the unit runs)."""
 
 
 def dump_rows(units, options: d.DumpOptions, bytes_mode: str, max_bytes_given: bool):
@@ -51,7 +54,7 @@ def dump_rows(units, options: d.DumpOptions, bytes_mode: str, max_bytes_given: b
 def _unit_rows(unit: DumpUnit, options: d.DumpOptions, bytes_mode: str, max_bytes_given: bool):
     where = (unit.topic, unit.partition)
     shown = unit.remote[0].uri if unit.remote else None  # named instead of the staged copy (`file` comes first)
-    for item in d.dump_file(unit.path, options, topic=unit.topic, active=unit.active):
+    for item in d.dump_file(unit.path, options, topic=unit.topic, active=unit.active, broker=unit.broker):
         if isinstance(item, d.BatchItem):
             row = schemas.batch_row(item.batch, *where)
             yield "batch", (shown,) + row[1:] if shown else row

@@ -22,6 +22,8 @@ class SegmentUnit:
     size: int
     remote: tuple[RemoteFile, ...] = ()
     """Its files behind a URI, staged where the unit runs."""
+    live: bool = False
+    """A broker runs on its log dir (or --live): the end of an active segment may be a write in progress."""
 
 
 def segment_units(targets, layout: HadoopLayout) -> list[SegmentUnit]:
@@ -34,7 +36,7 @@ def segment_units(targets, layout: HadoopLayout) -> list[SegmentUnit]:
                 if segment.log is not None:
                     files = (segment.log, segment.index, segment.timeindex, segment.txnindex)
                     units.append(SegmentUnit((number, index), segment, segment.base_offset == last_base,
-                                             layout.size(segment.log), layout.remote_files(files)))
+                                             layout.size(segment.log), layout.remote_files(files), target.live))
     return units
 
 

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Iterable, Iterator
 from urllib.parse import unquote, urlsplit
 
+from ..broker import UNKNOWN
 from ..errors import InputError
 from ..formats.logdir import LocalFiles
 from . import INSTALL_HINT
@@ -116,6 +117,11 @@ class HadoopLayout(LocalFiles):
     def size(self, path: Path) -> int:
         known = self._files.get(str(path))
         return known[0] if known else super().size(path)
+
+    def broker_lock(self, log_dir: Path) -> tuple[str, str]:
+        if self.to_uri(str(log_dir)) != str(log_dir):
+            return UNKNOWN, "behind a URI: its lock cannot be probed from here"
+        return super().broker_lock(log_dir)
 
     # -- staging and naming ---------------------------------------------------------------------
 

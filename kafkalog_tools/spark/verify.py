@@ -16,13 +16,14 @@ class SparkVerification(v.Verification):
     same order, and the same summary. Paths may be Hadoop URIs (`remote`): findings name them."""
 
     def __init__(self, spark, paths: Iterable[str], *, deep: bool = True,
-                 max_findings_per_code: int = v.MAX_FINDINGS_PER_CODE, stage_2_on: str | None = None):
+                 max_findings_per_code: int = v.MAX_FINDINGS_PER_CODE, stage_2_on: str | None = None,
+                 read_as: str | None = None):
         self.stage_2_on = stage_2_on
         self.layout = HadoopLayout(spark, paths)
         self.paths = self.layout.paths
         try:
             super().__init__(self.layout.local_paths, deep=deep, max_findings_per_code=max_findings_per_code,
-                             files=self.layout)
+                             files=self.layout, read_as=read_as)
         except BaseException:
             self.layout.close()
             raise
