@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import click
 
@@ -108,7 +109,7 @@ def _summary_text(report: retention.RetentionReport) -> str:
 
 def _partition_lines(report: retention.RetentionReport) -> list[tuple[str, str | None]]:
     lines = [(_summary_text(report), None)]
-    lines.extend((f"  delete {s.file} ({s.deleted_by}): {s.reason}", "red") for s in report.deleted)
+    lines.extend((f"  delete {Path(s.file).name} ({s.deleted_by}): {s.reason}", "red") for s in report.deleted)
     if report.rolled_empty_segment:
         lines.append(("  every segment goes: Kafka first rolls a new empty segment at the log end offset", None))
     return lines

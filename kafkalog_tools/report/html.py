@@ -22,7 +22,7 @@ h3{font-size:15px;margin:18px 0 6px}
 table{border-collapse:collapse;margin:6px 0}td,th{padding:2px 8px;border-bottom:1px solid #eee;text-align:left;
 vertical-align:top}th{background:#f3f3f3}td.n{text-align:right;font-variant-numeric:tabular-nums}
 .error{color:#b00020;font-weight:600}.warning{color:#a15c00}.info{color:#666}
-code,.mono{font-family:ui-monospace,Menlo,Consolas,monospace;font-size:12px}
+code,.mono{font-family:ui-monospace,Menlo,Consolas,monospace;font-size:12px}code{white-space:nowrap}
 section.partition{border-top:2px solid #ddd;margin-top:20px}svg{display:block;margin:6px 0;max-width:100%;height:auto}
 .muted{color:#777}.pill{display:inline-block;padding:0 6px;border-radius:8px;background:#eee;margin-right:4px}
 """
@@ -56,11 +56,10 @@ def _summary(report: Report) -> Iterator[str]:
             ("infos", f"{s.infos:,}")]
     if s.suppressed:
         rows.append(("not shown", f"{s.suppressed:,}"))
-    yield '<h2 id="summary">verify summary</h2><table class="summary">'
-    for name, value in rows:
-        css = ' class="n error"' if name == "errors" and s.errors else ' class="n"'
-        yield f'<tr><th>{name}</th><td{css}>{value}</td></tr>'
-    yield '</table>'
+    yield '<h2 id="summary">verify summary</h2><table class="summary"><tr>'
+    yield "".join(f'<th>{name}</th>' for name, _ in rows) + '</tr><tr>'
+    yield "".join(f'<td class="n{" error" if name == "errors" and s.errors else ""}">{value}</td>' for name, value in rows)
+    yield '</tr></table>'
 
 
 def _place_link(report: Report, finding) -> str:

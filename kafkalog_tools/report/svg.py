@@ -112,7 +112,8 @@ def segment_map(view: PartitionView) -> str:
             for damage in segment.damage:
                 parts.append(_damage_mark(x, width, segment, damage))
     parts.append(f'<text x="0" y="70" font-size="10" fill="{COLOURS["axis"]}">{total:,} bytes in '
-                 f'{len(view.segments)} segments; bar below: indexes (green present, amber one missing, red none)'
+                 f'{len(view.segments)} segments; orange: retention deletes it; red: damaged bytes; dashed: active; '
+                 f'bar below: indexes (green present, amber one missing, red none)'
                  f'</text></svg>')
     return "".join(parts)
 
