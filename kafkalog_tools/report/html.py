@@ -160,9 +160,10 @@ def _partition(report: Report, view: PartitionView) -> Iterator[str]:
         yield f'<p class="muted">{"no batches" if not line.batches else "no batch timestamps (message format V0)"}</p>'
     facts = []
     if line.gaps.count:
-        facts.append(f"{line.gaps.count:,} offset gaps (compaction, or lost data)")
+        facts.append(f"{line.gaps.count:,} offset gaps (compaction, or lost data)" + _marked(line.gaps.count))
     if line.steps_back.count:
-        facts.append(f"{line.steps_back.count:,} batches whose max timestamp is below an earlier one")
+        facts.append(f"{line.steps_back.count:,} batches whose max timestamp is below an earlier one"
+                     + _marked(line.steps_back.count))
     if line.epochs.kept:
         shown = ", ".join(f"{epoch} from {offset}" for epoch, offset in line.epochs.kept[:12])
         more = f" (+{line.epochs.count - 12} more)" if line.epochs.count > 12 else ""
@@ -183,6 +184,10 @@ def _partition(report: Report, view: PartitionView) -> Iterator[str]:
                    f'<span class="muted">{more}</span></td><td>{escape(head.message)}</td></tr>')
         yield '</table>'
     yield '</section>'
+
+
+def _marked(count: int) -> str:
+    return f" (the first {svg.DRAWN_MARKS} are marked)" if count > svg.DRAWN_MARKS else ""
 
 
 def _segment_table(view: PartitionView) -> Iterator[str]:

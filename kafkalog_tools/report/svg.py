@@ -19,6 +19,10 @@ MIN_BOX = 2.0
 MERGE_BELOW = 4.0
 """Pixels: plain segments merge into one box until it is this wide (a box per pixel column says nothing more)."""
 MAX_TRANSACTIONS = 2000
+DRAWN_POINTS = 1024
+"""A timeline's line has at most this many vertices (about one per pixel)."""
+DRAWN_MARKS = 60
+"""Timestamp steps back and gaps marked per timeline; the list under it counts them all."""
 
 COLOURS = {
     "segment": "#9cc3e6", "deleted": "#f4b183", "damage-error": "#d62728", "damage-warning": "#ff9f1c",
@@ -142,11 +146,15 @@ def timeline(view: PartitionView) -> str | None:
     line: Timeline = view.timeline
     offsets, stamps = line.points
     keep = stamps >= 0  # V0 messages have no timestamp
-    offsets, stamps = offsets[keep].tolist(), stamps[keep].tolist()
+    offsets, stamps = offsets[keep], stamps[keep]
+    step = -(-len(offsets) // DRAWN_POINTS)
+    offsets, stamps = offsets[::step].tolist(), stamps[::step].tolist()
     if not offsets:
         return None
-    marks_t = [m[1] for m in line.steps_back.kept] + [m[2] for m in line.gaps.kept if m[2] >= 0]
-    marks_o = [m[0] for m in line.steps_back.kept] + [m[1] for m in line.gaps.kept]
+    steps_back = line.steps_back.kept[:DRAWN_MARKS]
+    gaps = [gap for gap in line.gaps.kept if gap[2] >= 0][:DRAWN_MARKS]
+    marks_t = [m[1] for m in steps_back] + [m[2] for m in gaps]
+    marks_o = [m[0] for m in steps_back] + [m[1] for m in gaps]
     t0, t1 = min(stamps + marks_t), max(stamps + marks_t)
     o0, o1 = min(offsets + marks_o), max(offsets + marks_o)
     left, right, top, bottom, height = 90, 10, 10, 34, 190
@@ -158,19 +166,17 @@ def timeline(view: PartitionView) -> str | None:
     def py(o: int) -> float:
         return top + plot_h - (plot_h * (o - o0) / (o1 - o0) if o1 > o0 else plot_h / 2)
 
-    points = " ".join(f"{_num(px(t))},{_num(py(o))}" for o, t in zip(offsets, stamps))
+    points = " ".join(f"{px(t):.0f},{py(o):.0f}" for o, t in zip(offsets, stamps))
     parts = [f'<svg class="timeline" data-partition="{escape(view.name)}" width="{WIDTH}" height="{height}" '
              f'viewBox="0 0 {WIDTH} {height}">',
              f'<rect x="{left}" y="{top}" width="{plot_w}" height="{plot_h}" fill="#fafafa" stroke="#ddd"/>',
              f'<polyline points="{points}" fill="none" stroke="{COLOURS["line"]}" stroke-width="1.2">'
-             f'{_title(f"{line.batches:,} batches; {len(offsets):,} drawn (every {line.stride})")}</polyline>']
-    for offset, stamp, before in line.steps_back.kept:
-        parts.append(f'<circle class="step-back" cx="{_num(px(stamp))}" cy="{_num(py(offset))}" r="2.5" '
-                     f'fill="{COLOURS["step-back"]}">{_title(f"offset {offset}: max timestamp {iso(stamp)}, before the largest so far {iso(before)}")}'
+             f'{_title(f"{line.batches:,} batches; {len(offsets):,} drawn (every {line.stride * step})")}</polyline>']
+    for offset, stamp, before in steps_back:
+        parts.append(f'<circle class="step-back" cx="{px(stamp):.0f}" cy="{py(offset):.0f}" r="2.5" '
+                     f'fill="{COLOURS["step-back"]}">{_title(f"offset {offset}: {iso(stamp)} < {iso(before)}")}'
                      f'</circle>')
-    for first, last, stamp in line.gaps.kept:
-        if stamp < 0:
-            continue
+    for first, last, stamp in gaps:
         parts.append(f'<line class="gap" x1="{_num(px(stamp))}" x2="{_num(px(stamp))}" y1="{_num(py(first))}" '
                      f'y2="{_num(py(last))}" stroke="{COLOURS["gap"]}" stroke-width="3">'
                      f'{_title(f"offsets {first}..{last} missing")}</line>')
