@@ -150,6 +150,8 @@ def test_report_command(capsys, golden, tmp_path, corrupted):
     assert code == 2 and "inside the input" in err and not (corrupted / "r.html").exists()
     code, out, _ = kafkalog(capsys, "report", "--output", "-", "--now", str(T0), golden / "logs" / "golden-v0-0")
     assert code == 0 and out.startswith("<!DOCTYPE html>")
+    code, piped, _ = kafkalog(capsys, "report", "--now", str(T0), golden / "logs" / "golden-v0-0")
+    assert code == 0 and piped == out  # no --output: stdout, when it is not a terminal
 
 
 def test_retention_section_says_which_segments_go(golden):

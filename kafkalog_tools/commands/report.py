@@ -18,9 +18,9 @@ from .retention import time_option
 @click.command("report")
 @click.argument("paths", nargs=-1, required=True, metavar="PATH...",
                 type=click.Path(exists=True, file_okay=True, dir_okay=True))
-@click.option("--output", "-o", required=True, type=click.Path(dir_okay=False, allow_dash=True), metavar="FILE",
-              help="The HTML file to write (replaced whole: written to a temp file, then renamed into place); "
-                   "- writes it to stdout.")
+@click.option("--output", "-o", type=click.Path(dir_okay=False, allow_dash=True), metavar="FILE",
+              help="The HTML file to write (replaced whole: written to a temp file, then renamed into place). "
+                   "- or none: stdout, unless that is a terminal.")
 @click.option("--now", callback=time_option, metavar="TIME",
               help="Evaluate retention at this time (epoch ms or ISO-8601; a time without zone is UTC). "
                    "Default: the current time.")
@@ -47,6 +47,9 @@ def command(paths, output, now, retention_ms, retention_bytes, shallow, max_find
     """
     from ..report import collect, render, verification
 
+    output = output or "-"
+    if output == "-" and sys.stdout.isatty():
+        raise click.UsageError("the report is a page for a browser: give --output FILE, or redirect stdout")
     if output != "-":
         _check_output(Path(output), paths)
     settings = retention.RetentionSettings(now, retention_ms, retention_bytes)

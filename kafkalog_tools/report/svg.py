@@ -147,7 +147,7 @@ def timeline(view: PartitionView) -> str | None:
     offsets, stamps = line.points
     keep = stamps >= 0  # V0 messages have no timestamp
     offsets, stamps = offsets[keep], stamps[keep]
-    step = -(-len(offsets) // DRAWN_POINTS)
+    step = max(1, -(-len(offsets) // DRAWN_POINTS))  # a ceiling; 1 when there is nothing to draw
     offsets, stamps = offsets[::step].tolist(), stamps[::step].tolist()
     if not offsets:
         return None
