@@ -84,6 +84,24 @@ def test_timeline_equals_kafkas_batches(golden, monkeypatch, partition, bulk):
     assert line.transactional == any(b["isTransactional"] for b in batches)
 
 
+def test_a_partition_named_twice_is_drawn_twice_not_summed(golden):
+    partition = golden / "logs" / "golden-v2-txn-0"
+    report = report_of(partition, golden / "logs", partition / "00000000000000000307.log")
+    batches = len(manifest_batches(golden, "golden-v2-txn-0"))
+    txn = [view for view in report.partitions if view.name == "golden-v2-txn-0"]
+    assert [view.timeline.batches for view in txn][:2] == [batches, batches]
+    assert len(txn) == 3 and 0 < txn[2].timeline.batches < batches  # one segment of it
+    assert report.divergences == []  # the same directory, not copies
+
+
+def test_producers_tie_by_id():
+    from kafkalog_tools.report.collect import Producer, Timeline
+
+    line = Timeline()
+    line.producers = {9: Producer(batches=2), 3: Producer(batches=2), 5: Producer(batches=7)}
+    assert [pid for pid, _ in line.top_producers()] == [5, 3, 9]
+
+
 def test_timeline_keeps_a_bounded_even_sample(tmp_path):
     """Many batches: at most 2 * TIMELINE_POINTS kept, evenly spaced, the first batch among them."""
     partition = tmp_path / "big-0"

@@ -178,7 +178,8 @@ class Timeline:
         return np.concatenate(self.offsets), np.concatenate(self.timestamps)
 
     def top_producers(self) -> list[tuple[int, Producer]]:
-        return sorted(self.producers.items(), key=lambda item: -item[1].batches)[:TOP_PRODUCERS]
+        """The busiest first; ties by id (not by first appearance, which the scan's runs do not keep)."""
+        return sorted(self.producers.items(), key=lambda item: (-item[1].batches, item[0]))[:TOP_PRODUCERS]
 
 
 class _TappedVerification(verify.Verification):
@@ -186,10 +187,18 @@ class _TappedVerification(verify.Verification):
 
     def __init__(self, paths, **kwargs):
         super().__init__(paths, **kwargs)
-        self.timelines: dict[str, Timeline] = {}
+        self.timelines: dict[tuple[int, str], Timeline] = {}
+        """By (path given, partition dir): a partition named twice is scanned, and drawn, twice."""
+        self._checking: tuple[int, str] | None = None
+
+    def _partition_checks(self, target, summary):
+        number = next(n for n, known in enumerate(self.targets) if known is target)  # equal ones may repeat
+        for check in super()._partition_checks(target, summary):
+            self._checking = (number, str(check.partition.path))
+            yield check
 
     def _check_segment(self, segment: Segment, is_active: bool, on_batch):
-        timeline = self.timelines.setdefault(str(segment.log.parent), Timeline())
+        timeline = self.timelines.setdefault(self._checking, Timeline())
 
         def tee(facts):
             timeline.add(facts)  # first: a FactsRun's columns are overwritten once on_batch returns
@@ -289,9 +298,10 @@ def collect(run: verify.Verification, paths: list[str], settings: retention.Rete
     findings = list(run)
     views: list[PartitionView] = []
     by_path: dict[str, PartitionView] = {}
-    for path, target in zip(paths, run.targets):
+    for number, (path, target) in enumerate(zip(paths, run.targets)):
         for partition, named in target.partitions:
-            view = _partition_view(partition, named, path, len(views), run.timelines)
+            timeline = run.timelines.get((number, str(partition.path)), Timeline())
+            view = _partition_view(partition, named, path, len(views), timeline)
             views.append(view)
             by_path[str(partition.path)] = view
     report = Report(list(paths), run.summary, findings, views, [], settings,
@@ -307,8 +317,7 @@ def collect(run: verify.Verification, paths: list[str], settings: retention.Rete
     return report
 
 
-def _partition_view(partition: PartitionDir, named, root: str, number: int,
-                    timelines: dict[str, Timeline]) -> PartitionView:
+def _partition_view(partition: PartitionDir, named, root: str, number: int, timeline: Timeline) -> PartitionView:
     segments = [s for s in (partition.segments if named is None else named) if s.log is not None]
     last = partition.segments[-1].base_offset if partition.segments else None
     views = []
@@ -318,8 +327,7 @@ def _partition_view(partition: PartitionDir, named, root: str, number: int,
         except OSError:
             size = 0
         views.append(SegmentView(segment, size, segment.base_offset == last))
-    timeline = timelines.get(str(partition.path), Timeline()).finish()
-    return PartitionView(f"p{number}", partition, root, views, timeline)
+    return PartitionView(f"p{number}", partition, root, views, timeline.finish())
 
 
 def _segment_of(view: PartitionView, file: str) -> SegmentView | None:
