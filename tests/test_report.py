@@ -21,7 +21,6 @@ from kafkalog_tools.cli import main
 from kafkalog_tools.formats.record_batch import build_batch, build_record
 from kafkalog_tools.report import collect, render, verification
 from kafkalog_tools.report.collect import MARKS, TIMELINE_POINTS
-from tests.conftest import need
 
 MIXED = "golden-v2-mixed-0"
 T0 = 1_700_000_000_000

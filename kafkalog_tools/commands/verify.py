@@ -10,7 +10,7 @@ import click
 from .. import verify as v
 from ..output.progress import byte_progress
 from ..spark.options import PathOrUri, check_spark_usage, spark_options
-from . import stop_strictly, strict_option
+from . import all_option, format_option, stop_strictly, strict_option
 from ..output import EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE, LineWriter, choose_format, grouped
 from ..output.grouped import TextOut
 
@@ -18,11 +18,8 @@ from ..output.grouped import TextOut
 @click.command("verify")
 @click.argument("paths", nargs=-1, required=True, metavar="PATH...",
                 type=PathOrUri(exists=True, file_okay=True, dir_okay=True))
-@click.option("--format", "output_format", type=click.Choice(("text", "json")),
-              help="text: findings and a summary for people; json: JSON Lines of findings and a final summary. "
-                   "Default: text on a terminal, json on a pipe.")
-@click.option("--all", "every", is_flag=True,
-              help="text: list every finding as it is found, instead of grouped by kind then the errors in full.")
+@format_option(table=False)
+@all_option()
 @click.option("--shallow", is_flag=True, help="Check batch headers and CRCs only, as Kafka's recovery does; "
                                              "do not decode records or open V0/V1 wrappers.")
 @click.option("--max-findings", type=click.IntRange(min=1), default=v.MAX_FINDINGS_PER_CODE, show_default=True,
