@@ -171,6 +171,16 @@ def test_report_command(capsys, golden, tmp_path, corrupted):
     assert code == 0 and piped == out  # no --output: stdout, when it is not a terminal
 
 
+def test_names_that_are_not_utf8(capsys, golden, tmp_path):
+    """A partition dir whose name is not UTF-8 (a surrogate escape in Python): written as \\udcXX."""
+    name = os.fsdecode(b"t\xff-0")
+    shutil.copytree(golden / "logs" / "golden-v2-txn-0", tmp_path / "logs" / name)
+    target = tmp_path / "r.html"
+    code, _, err = kafkalog(capsys, "report", "--output", target, "--now", str(T0), tmp_path / "logs")
+    assert code == 0, err
+    assert "t\\udcff-0" in target.read_text(encoding="utf-8")
+
+
 def test_retention_section_says_which_segments_go(golden):
     """--now a week and a day after the data: every closed segment goes by time (Kafka keeps the active one)."""
     now = 1_700_000_100_000 + 8 * 24 * 3600 * 1000

@@ -10,7 +10,7 @@ import click
 
 from .. import retention
 from .. import verify as v
-from ..output import EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE
+from ..output import EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE, escape_undecodable
 from ..output.progress import byte_progress
 from .retention import time_option
 
@@ -59,11 +59,12 @@ def command(paths, output, now, retention_ms, retention_bytes, shallow, max_find
     page = render(result)
     summary = result.summary
     if output == "-":
+        escape_undecodable(sys.stdout)
         sys.stdout.write(page)
         sys.stdout.flush()
     else:
-        _write_atomically(Path(output), page)
-        click.echo(f"kafkalog: wrote {output} ({len(page.encode()):,} bytes): {summary.partitions:,} partitions, "
+        size = _write_atomically(Path(output), page)
+        click.echo(f"kafkalog: wrote {output} ({size:,} bytes): {summary.partitions:,} partitions, "
                    f"{summary.errors:,} errors, {summary.warnings:,} warnings", err=True)
     sys.exit(EXIT_USAGE if summary.io_errors else EXIT_PROBLEMS if summary.errors else EXIT_OK)
 
@@ -79,16 +80,18 @@ def _check_output(target: Path, paths) -> None:
             raise click.UsageError(f"--output {target} is inside the input {path}: write the report elsewhere")
 
 
-def _write_atomically(target: Path, page: str) -> None:
+def _write_atomically(target: Path, page: str) -> int:
+    """Write `page` beside `target`, then rename it into place; its size in bytes."""
     directory = target.parent if str(target.parent) else Path(".")
     handle, temporary = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=directory)
     try:
         umask = os.umask(0)
         os.umask(umask)
         os.chmod(temporary, 0o666 & ~umask)  # as open() would have made it, not mkstemp's 0600
-        with os.fdopen(handle, "w", encoding="utf-8") as out:
+        with os.fdopen(handle, "w", encoding="utf-8", errors="backslashreplace") as out:  # names not UTF-8
             out.write(page)
         os.replace(temporary, target)
+        return target.stat().st_size
     except BaseException:
         Path(temporary).unlink(missing_ok=True)
         raise
