@@ -27,6 +27,7 @@ SUBCOMMANDS = {
     "retention": ("retention", "Which segments Kafka's retention would delete now or at a given time, and why."),
     "compaction": ("compaction", "What Kafka's log cleaner would remove from a compacted partition, and why."),
     "diverge": ("diverge", "Where copies of one partition from several brokers diverge, and what a failover would truncate."),
+    "report": ("report", "Write one self-contained HTML incident report: findings, segment maps, timelines, retention."),
     "build-kernels": ("build_kernels", "Build and cache the compiled kernels of the bulk scan now (for images and CI)."),
 }
 

@@ -100,6 +100,7 @@ def read_only_command_lines(root: Path) -> list[list[str]]:
         "retention": [["retention", "--format", "json", partition, txn]],
         "compaction": [["compaction", "--format", "json", txn]],
         "diverge": [["diverge", "--format", "json", partition, txn]],
+        "report": [["report", "--output", "-", "--now", str(T0), root / "damaged", txn, partition]],
     }
     context = click.Context(cli)
     listed = cli.list_commands(context)

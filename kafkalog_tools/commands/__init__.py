@@ -70,3 +70,18 @@ class PartitionWalk:
     @property
     def exit_code(self) -> int:
         return EXIT_USAGE if self.usage else EXIT_PROBLEMS if self.problems else EXIT_OK
+
+
+def format_option(table: bool = True):
+    """--format, the one vocabulary: text for people, json for scripts, table where the output is one."""
+    choices = ("text", "json", "table") if table else ("text", "json")
+    return click.option("--format", "output_format", type=click.Choice(choices),
+                        help="text: for people (findings grouped by kind); json: JSON Lines"
+                             + ("; table: rich tables" if table else "")
+                             + ". Default: text on a terminal, json on a pipe.")
+
+
+def all_option():
+    """--all: the text output lists every finding instead of grouping them by kind."""
+    return click.option("--all", "every", is_flag=True,
+                        help="text: list every finding, note and problem in full instead of grouped by kind.")

@@ -7,8 +7,9 @@ import click
 
 from .. import compaction as c
 from ..output import LineWriter, choose_format
+from ..output.grouped import Item, TextOut
 from ..output.jsonl import encode_bytes
-from . import PartitionWalk
+from . import PartitionWalk, all_option, format_option
 from .retention import time_option
 
 TOP_KEYS = 20
@@ -38,10 +39,11 @@ TOP_KEYS = 20
 @click.option("--output-dir", type=click.Path(file_okay=False), metavar="DIR",
               help="With --simulate: where to write <DIR>/<partition>/ and DIR's cleaner-offset-checkpoint. Must be "
                    "outside the input tree; never written in place.")
-@click.option("--format", "output_format", type=click.Choice(("json", "table")),
-              help="json: JSON Lines; table: rich tables. Default: table on a terminal, json on a pipe.")
+@format_option()
+@all_option()
 def command(paths, now, delete_retention_ms, min_compaction_lag_ms, max_compaction_lag_ms, min_cleanable_ratio,
-            segment_bytes, first_dirty_offset, high_watermark, list_offsets, simulate, output_dir, output_format):
+            segment_bytes, first_dirty_offset, high_watermark, list_offsets, simulate, output_dir, output_format,
+            every):
     """Say what the next run of Kafka's log cleaner would do to a compacted partition (Kafka 3.8's
     rules): the clean and dirty sections (cleaner-offset-checkpoint), the first uncleanable offset
     (last stable offset, active segment, min.compaction.lag.ms), the dirty ratio and whether the
@@ -62,7 +64,7 @@ def command(paths, now, delete_retention_ms, min_compaction_lag_ms, max_compacti
         raise click.UsageError("--simulate needs --output-dir")
     if output_dir and not simulate:
         raise click.UsageError("--output-dir is only used with --simulate")
-    output_format = choose_format(output_format)
+    output_format = choose_format(output_format, tty_default="text")
     settings = c.CompactionSettings(now, delete_retention_ms, min_compaction_lag_ms, max_compaction_lag_ms,
                                     min_cleanable_ratio, segment_bytes, first_dirty_offset=first_dirty_offset,
                                     high_watermark=high_watermark)
@@ -71,13 +73,22 @@ def command(paths, now, delete_retention_ms, min_compaction_lag_ms, max_compacti
         return report, c.simulate(report, partition, output_dir) if simulate else None
 
     walk = PartitionWalk(paths)
-    writer = LineWriter()
+    writer = LineWriter() if output_format == "json" else None
+    out = TextOut() if output_format == "text" else None
+    items: list[Item] = []
     for report, written in walk.reports(analyze):
         walk.problems |= bool(report.problems)
         if output_format == "json":
             writer.write_json(report_objects(report, written))
-        else:
+        elif output_format == "table":
             _print_table(report, written, list_offsets)
+        else:
+            out.line(_summary_text(report))
+            if written:
+                out.line(f"  simulated result written to {written}")
+            items.extend(_items(report))
+    if out is not None:
+        out.findings(items, every)
     sys.stdout.flush()
     sys.exit(walk.exit_code)
 
@@ -130,6 +141,22 @@ def report_objects(report: c.CompactionReport, written=None) -> list[dict]:
     return out
 
 
+def _summary_text(report: c.CompactionReport) -> str:
+    return (f"{report.name}: dirty [{report.first_dirty_offset}, {report.first_uncleanable_offset}) "
+            f"({report.first_dirty_source}; uncleanable from {report.first_uncleanable_offset}: "
+            f"{report.uncleanable_reason}); clean {report.clean_bytes} B, cleanable {report.cleanable_bytes} B, "
+            f"dirty ratio {report.dirty_ratio:.4f}; "
+            f"{'the cleaner would run' if report.would_clean else 'the cleaner would not run yet'} "
+            f"({report.clean_reason}); {len(report.removed_offsets)} records removed, cleaned up to "
+            f"{report.end_offset}; null-key records: {_ranges_text(report.null_key_offsets) or 'none'}")
+
+
+def _items(report: c.CompactionReport) -> list[Item]:
+    """Notes and problems as grouped findings (grouped by their words)."""
+    return ([Item("info", "note", report.name, None, note, coded=False) for note in report.notes]
+            + [Item("error", "problem", report.name, None, problem, coded=False) for problem in report.problems])
+
+
 def _print_table(report: c.CompactionReport, written, list_offsets: bool) -> None:
     from rich.console import Console
     from rich.table import Table
@@ -160,13 +187,7 @@ def _print_table(report: c.CompactionReport, written, list_offsets: bool) -> Non
         extra = f", horizon set to {t.new_delete_horizon_ms}" if t.new_delete_horizon_ms is not None else ""
         console.print(f"tombstone at {t.offset} (key {_key(t.key)['key']!r}): delete horizon {horizon}: {t.fate}{extra}",
                       markup=False)
-    console.print(
-        f"{report.name}: dirty [{report.first_dirty_offset}, {report.first_uncleanable_offset}) "
-        f"({report.first_dirty_source}; uncleanable from {report.first_uncleanable_offset}: {report.uncleanable_reason}); "
-        f"clean {report.clean_bytes} B, cleanable {report.cleanable_bytes} B, dirty ratio {report.dirty_ratio:.4f}; "
-        f"{'the cleaner would run' if report.would_clean else 'the cleaner would not run yet'} ({report.clean_reason}); "
-        f"{len(report.removed_offsets)} records removed, cleaned up to {report.end_offset}; "
-        f"null-key records: {_ranges_text(report.null_key_offsets) or 'none'}", markup=False)
+    console.print(_summary_text(report), markup=False)
     if written:
         console.print(f"simulated result written to {written}", markup=False)
     for note in report.notes:

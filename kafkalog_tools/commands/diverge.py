@@ -9,6 +9,8 @@ import click
 from .. import diverge as dv
 from ..errors import InputError, KafkaLogError
 from ..output import EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE, LineWriter, choose_format
+from ..output.grouped import Item, TextOut
+from . import all_option, format_option
 
 
 @click.command("diverge")
@@ -16,9 +18,9 @@ from ..output import EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE, LineWriter, choose_form
 @click.option("--leader", metavar="REPLICA_DIR",
               help="The replica that is or becomes the leader. Default: the one with the highest leader epoch, "
                    "then the longest log.")
-@click.option("--format", "output_format", type=click.Choice(("json", "table")),
-              help="json: JSON Lines; table: rich tables. Default: table on a terminal, json on a pipe.")
-def command(paths, leader, output_format):
+@format_option()
+@all_option()
+def command(paths, leader, output_format, every):
     """Compare copies of one partition taken from several brokers: per replica its log end offset,
     last leader epoch, which offsets each epoch holds, where it diverges from the leader, and the
     records a follower truncation would remove when that leader leads (Kafka 3.8's leader-epoch
@@ -33,7 +35,7 @@ def command(paths, leader, output_format):
     """
     if len(paths) < 2:
         raise click.UsageError("diverge needs at least two replica directories")
-    output_format = choose_format(output_format)
+    output_format = choose_format(output_format, tty_default="text")
     try:
         result = dv.analyze(list(paths), leader)
     except InputError as exc:
@@ -44,8 +46,10 @@ def command(paths, leader, output_format):
         sys.exit(EXIT_PROBLEMS)
     if output_format == "json":
         LineWriter().write_json(result_objects(result))
-    else:
+    elif output_format == "table":
         _print_table(result)
+    else:
+        _print_text(result, every)
     sys.stdout.flush()
     sys.exit(EXIT_PROBLEMS if result.has_problems else EXIT_OK)
 
@@ -81,6 +85,29 @@ def _text(value) -> str:
 def _label(path: str) -> str:
     """The broker's log dir and the partition dir: what tells copies of one partition apart."""
     return "/".join(Path(path).parts[-2:])
+
+
+def _print_text(result: dv.Divergence, every: bool) -> None:
+    out = TextOut()
+    out.line(f"leader: {_label(result.leader.path)} ({result.leader_reason})", "bold")
+    items: list[Item] = []
+    for r in result.replicas:
+        at_risk = "; ".join(f"epoch {e}: {a}-{b} ({n})" for e, a, b, n in r.at_risk_by_epoch())
+        out.line(f"{_label(r.path)}{' (leader)' if r.is_leader else ''}: log end {r.log_end_offset}, "
+                 f"HW {_text(r.high_watermark)}, last epoch {_text(r.last_epoch)} ({r.epoch_source}), diverges at "
+                 f"{_text(r.truncation_offset)}, records at risk: {at_risk or 'none'}",
+                 "bold red" if at_risk else None)
+        out.lines((f"  {step}", None) for step in r.truncation_steps)
+        if r.first_difference is not None:
+            out.line(f"  batches first differ from the leader's at offset {r.first_difference}")
+        if r.truncation_offset is not None and r.high_watermark is not None and r.truncation_offset < r.high_watermark:
+            items.append(Item("error", "committed-at-risk", _label(r.path), f"offset {r.truncation_offset}",
+                              f"truncation below its high watermark {r.high_watermark}: committed records would be "
+                              f"lost (only an unclean election allows this)"))
+        items += [Item("info", "note", _label(r.path), None, note, coded=False) for note in r.notes]
+        items += [Item("error", "problem", _label(r.path), None, problem, coded=False) for problem in r.problems]
+    items += [Item("info", "note", None, None, note, coded=False) for note in result.notes]
+    out.findings(items, every)
 
 
 def _print_table(result: dv.Divergence) -> None:

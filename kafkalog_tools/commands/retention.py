@@ -2,12 +2,14 @@
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import click
 
 from .. import retention
 from ..output import LineWriter, choose_format
-from . import PartitionWalk
+from ..output.grouped import Item, TextOut
+from . import PartitionWalk, all_option, format_option
 from .dump import parse_time
 
 
@@ -33,10 +35,10 @@ def time_option(ctx, param, value):
                    "the log end offset.")
 @click.option("--cleanup-policy", type=click.Choice(("delete", "compact", "compact,delete")), default="delete",
               show_default=True, help="The topic's cleanup.policy: without delete only the log start offset applies.")
-@click.option("--format", "output_format", type=click.Choice(("json", "table")),
-              help="json: JSON Lines; table: rich tables. Default: table on a terminal, json on a pipe.")
+@format_option()
+@all_option()
 def command(paths, now, retention_ms, retention_bytes, log_start_offset, high_watermark, cleanup_policy,
-            output_format):
+            output_format, every):
     """Say which segments Kafka's retention would delete now (or at --now), and why: by log start
     offset (the next segment starts at or below it), by size (oldest first while the log exceeds
     retention.bytes by at least the whole segment), by time (now minus the segment's largest
@@ -52,17 +54,24 @@ def command(paths, now, retention_ms, retention_bytes, log_start_offset, high_wa
 
     Exit codes: 0 analysed; 1 a checkpoint or segment could not be read; 2 usage error, I/O error or out of memory.
     """
-    output_format = choose_format(output_format)
+    output_format = choose_format(output_format, tty_default="text")
     settings = retention.RetentionSettings(now, retention_ms, retention_bytes, log_start_offset, high_watermark,
                                            tuple(cleanup_policy.split(",")))
     walk = PartitionWalk(paths)
-    writer = LineWriter()
+    writer = LineWriter() if output_format == "json" else None
+    out = TextOut() if output_format == "text" else None
+    items: list[Item] = []
     for report in walk.reports(lambda partition: retention.analyze_partition(partition, settings)):
         walk.problems |= bool(report.problems)
         if output_format == "json":
             writer.write_json(report_objects(report))
-        else:
+        elif output_format == "table":
             _print_table(report)
+        else:
+            out.lines(_partition_lines(report))
+            items.extend(_items(report))
+    if out is not None:
+        out.findings(items, every)
     sys.stdout.flush()
     sys.exit(walk.exit_code)
 
@@ -90,6 +99,30 @@ def report_objects(report: retention.RetentionReport) -> list[dict]:
     return out
 
 
+def _summary_text(report: retention.RetentionReport) -> str:
+    return (f"{report.name}: {len(report.deleted)} of {len(report.segments)} segments deleted "
+            f"({sum(s.size for s in report.deleted)} of {report.size} bytes); log start offset "
+            f"{report.log_start_offset} ({report.log_start_source}) -> {report.new_log_start_offset}; "
+            f"high watermark {report.high_watermark} ({report.high_watermark_source}); log end offset "
+            f"{report.log_end_offset}")
+
+
+def _partition_lines(report: retention.RetentionReport) -> list[tuple[str, str | None]]:
+    lines = [(_summary_text(report), None)]
+    lines.extend((f"  delete {Path(s.file).name} ({s.deleted_by}): {s.reason}", "red") for s in report.deleted)
+    if report.rolled_empty_segment:
+        lines.append(("  every segment goes: Kafka first rolls a new empty segment at the log end offset", None))
+    return lines
+
+
+def _items(report: retention.RetentionReport) -> list[Item]:
+    """Leftovers, notes and problems as grouped findings (notes group by their words)."""
+    return ([Item("warning", "leftover", report.name, leftover.file, leftover.action, coded=False)
+             for leftover in report.leftovers]
+            + [Item("info", "note", report.name, None, note, coded=False) for note in report.notes]
+            + [Item("error", "problem", report.name, None, problem, coded=False) for problem in report.problems])
+
+
 def _print_table(report: retention.RetentionReport) -> None:
     from rich.console import Console
     from rich.table import Table
@@ -105,11 +138,7 @@ def _print_table(report: retention.RetentionReport) -> None:
         table.add_row(str(s.base_offset), str(s.size), f"{s.largest_timestamp} ({s.timestamp_source})", verdict, why)
     if table.row_count:
         console.print(table)
-    console.print(f"{report.name}: {len(report.deleted)} of {len(report.segments)} segments deleted "
-                  f"({sum(s.size for s in report.deleted)} of {report.size} bytes); log start offset "
-                  f"{report.log_start_offset} ({report.log_start_source}) -> {report.new_log_start_offset}; "
-                  f"high watermark {report.high_watermark} ({report.high_watermark_source}); log end offset "
-                  f"{report.log_end_offset}", markup=False)
+    console.print(_summary_text(report), markup=False)
     if report.rolled_empty_segment:
         console.print("every segment goes: Kafka first rolls a new empty segment at the log end offset", markup=False)
     for leftover in report.leftovers:

@@ -7,14 +7,15 @@ import click
 
 from .. import txns
 from ..output import LineWriter, choose_format
-from . import PartitionWalk
+from ..output.grouped import Item, TextOut, short_place
+from . import PartitionWalk, all_option, format_option
 
 
 @click.command("txns")
 @click.argument("paths", nargs=-1, required=True, metavar="PARTITION_DIR...")
-@click.option("--format", "output_format", type=click.Choice(("json", "table")),
-              help="json: JSON Lines; table: rich tables. Default: table on a terminal, json on a pipe.")
-def command(paths, output_format):
+@format_option()
+@all_option()
+def command(paths, output_format, every):
     """List, per producer, the transactions of each partition: committed, aborted, and open at the
     end of the log (hanging), with their offsets, sizes and durations, and the partition's last
     stable offset.
@@ -26,15 +27,22 @@ def command(paths, output_format):
 
     Exit codes: 0 clean; 1 findings of severity error; 2 usage error, I/O error or out of memory.
     """
-    output_format = choose_format(output_format)
+    output_format = choose_format(output_format, tty_default="text")
     walk = PartitionWalk(paths)
-    writer = LineWriter()
+    writer = LineWriter() if output_format == "json" else None
+    out = TextOut() if output_format == "text" else None
+    items: list[Item] = []
     for result in walk.reports(txns.analyze_partition):
         walk.problems |= result.has_errors
         if output_format == "json":
             writer.write_json(partition_objects(result))
-        else:
+        elif output_format == "table":
             _print_table(result)
+        else:
+            out.lines(_partition_lines(result))
+            items.extend(_items(result))
+    if out is not None:
+        out.findings(items, every)
     sys.stdout.flush()
     sys.exit(walk.exit_code)
 
@@ -72,6 +80,30 @@ def partition_objects(result: txns.PartitionTransactions) -> list[dict]:
 
 
 # ---------------------------------------------------------------------------------------------
+# Text
+# ---------------------------------------------------------------------------------------------
+
+
+def _summary_text(result: txns.PartitionTransactions) -> str:
+    return (f"{result.name}: {result.count(txns.COMMITTED)} committed, {result.count(txns.ABORTED)} aborted, "
+            f"{result.count(txns.OPEN)} open; last stable offset {_text(result.last_stable_offset)}, "
+            f"log end offset {_text(result.log_end_offset)} ({result.origin})")
+
+
+def _partition_lines(result: txns.PartitionTransactions) -> list[tuple[str, str | None]]:
+    lines = [(_summary_text(result), None)]
+    lines.extend((f"  open: producer {t.producer_id} epoch {t.producer_epoch} from offset {t.first_offset} "
+                  f"({t.records} records)", "bold red") for t in result.transactions if t.state == txns.OPEN)
+    return lines
+
+
+def _items(result: txns.PartitionTransactions) -> list[Item]:
+    return [Item(f.severity, f.kind, result.name,
+                 short_place(f.path, f.position) if f.path else None if f.offset is None else f"offset {f.offset}",
+                 f.message) for f in result.findings]
+
+
+# ---------------------------------------------------------------------------------------------
 # Table
 # ---------------------------------------------------------------------------------------------
 
@@ -100,9 +132,7 @@ def _print_table(result: txns.PartitionTransactions) -> None:
                       str(t.batches), str(t.bytes), _text(t.duration_ms), _text(t.last_stable_offset))
     if table.row_count:
         console.print(table)
-    console.print(f"{result.name}: {result.count(txns.COMMITTED)} committed, {result.count(txns.ABORTED)} aborted, "
-                  f"{result.count(txns.OPEN)} open; last stable offset {_text(result.last_stable_offset)}, "
-                  f"log end offset {_text(result.log_end_offset)} ({result.origin})", highlight=False)
+    console.print(_summary_text(result), highlight=False)
     for f in result.findings:
         where = f" {f.path}" + (f" byte {f.position}" if f.position is not None else "") if f.path else ""
         style = "red" if f.severity == txns.ERROR else "yellow"

@@ -10,18 +10,16 @@ import click
 from .. import verify as v
 from ..output.progress import byte_progress
 from ..spark.options import PathOrUri, check_spark_usage, spark_options
-from . import read_as_options, stop_strictly, strict_option
-from ..output import EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE, LineWriter, choose_format
-
-SEVERITY_STYLE = {v.ERROR: "bold red", v.WARNING: "yellow", v.INFO: "dim"}
+from . import all_option, format_option, read_as_options, stop_strictly, strict_option
+from ..output import EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE, LineWriter, choose_format, grouped
+from ..output.grouped import TextOut
 
 
 @click.command("verify")
 @click.argument("paths", nargs=-1, required=True, metavar="PATH...",
                 type=PathOrUri(exists=True, file_okay=True, dir_okay=True))
-@click.option("--format", "output_format", type=click.Choice(("text", "json")),
-              help="text: findings and a summary for people; json: JSON Lines of findings and a final summary. "
-                   "Default: text on a terminal, json on a pipe.")
+@format_option(table=False)
+@all_option()
 @click.option("--shallow", is_flag=True, help="Check batch headers and CRCs only, as Kafka's recovery does; "
                                              "do not decode records or open V0/V1 wrappers.")
 @click.option("--max-findings", type=click.IntRange(min=1), default=v.MAX_FINDINGS_PER_CODE, show_default=True,
@@ -29,7 +27,8 @@ SEVERITY_STYLE = {v.ERROR: "bold red", v.WARNING: "yellow", v.INFO: "dim"}
 @read_as_options
 @strict_option("error")
 @spark_options("With --spark: also write the findings as Parquet to DIR/findings.")
-def command(paths, output_format, shallow, max_findings, read_as, strict, use_spark, master, spark_conf, output):
+def command(paths, output_format, every, shallow, max_findings, read_as, strict, use_spark, master, spark_conf,
+            output):
     """Check segments, partitions or whole log dirs for everything Kafka's own loading would trip
     over - and nothing that Kafka itself wrote and considers valid.
 
@@ -77,17 +76,20 @@ def command(paths, output_format, shallow, max_findings, read_as, strict, use_sp
                                    for path, s in zip(run.paths, run.target_summaries)])
             writer.write_json([run.summary.to_json()])
         else:
-            from rich.console import Console
-
-            console = Console(highlight=False)
-            with nullcontext() if spark else byte_progress(console, run, "verifying"):
+            out = TextOut()
+            items = []
+            with nullcontext() if spark else byte_progress(out.console, run, "verifying"):
                 for finding in _until_first_error(run) if strict else run:
-                    _print_finding(console, finding)
+                    if every:
+                        out.lines(grouped.item_lines([grouped.verify_item(finding)]))
+                    else:
+                        items.append(grouped.verify_item(finding))
                     if output:
                         shown.append((run.current_path, finding))
+            out.lines(grouped.report_lines(items))
             if spark:
-                _print_path_summaries(console, run.paths, run.target_summaries)
-            _print_summary(console, run.summary)
+                _print_path_summaries(out, run.paths, run.target_summaries)
+            _print_summary(out, run.summary)
         sys.stdout.flush()
         if output:
             from ..spark.schemas import finding_row
@@ -110,54 +112,30 @@ def _until_first_error(findings):
             return
 
 
-def _print_finding(console, finding: v.Finding) -> None:
-    from rich.text import Text
-
-    where = finding.file if finding.position is None else f"{finding.file} @ {finding.position}"
-    line = Text()
-    line.append(f"{finding.severity:7} ", style=SEVERITY_STYLE[finding.severity])
-    line.append(f"{finding.code} ", style="bold")
-    line.append(where, style="cyan")
-    console.print(line)
-    console.print(f"        {finding.message}", style=None if finding.severity != v.INFO else "dim",
-                  markup=False)
-
-
-def _print_path_summaries(console, paths: list[str], summaries: list[v.Summary]) -> None:
-    from rich.table import Table
-
-    table = Table(title="per path")
-    for name in ("path", "partitions", "segments", "batches", "log bytes", "damaged bytes", "errors", "warnings"):
-        table.add_column(name, justify="left" if name == "path" else "right")
+def _print_path_summaries(out: TextOut, paths: list[str], summaries: list[v.Summary]) -> None:
+    out.line("")
+    out.line("per path", "bold")
     for path, s in zip(paths, summaries):
-        table.add_row(path, f"{s.partitions:,}", f"{s.segments:,}", f"{s.batches:,}", f"{s.log_bytes:,}",
-                      f"{s.damaged_bytes:,}", f"[bold red]{s.errors}[/]" if s.errors else "0",
-                      f"[yellow]{s.warnings}[/]" if s.warnings else "0")
-    console.print(table)
+        out.line(f"  {path}: {s.partitions:,} partitions, {s.segments:,} segments, {s.batches:,} batches, "
+                 f"{s.log_bytes:,} log bytes, {s.damaged_bytes:,} damaged bytes, {s.errors} errors, "
+                 f"{s.warnings} warnings", "bold red" if s.errors else None)
 
 
-def _print_summary(console, summary: v.Summary) -> None:
-    from rich.table import Table
-
-    table = Table(title="verify", show_header=False, box=None)
-    table.add_column(style="bold")
-    table.add_column(justify="right")
+def _print_summary(out: TextOut, summary: v.Summary) -> None:
     records = "not decoded (--shallow)" if summary.records is None else f"{summary.records:,}"
     rows = [
         ("partitions", f"{summary.partitions:,}"), ("segments", f"{summary.segments:,}"),
         ("batches", f"{summary.batches:,}"), ("records", records),
         ("log bytes", f"{summary.log_bytes:,}"), ("intact bytes", f"{summary.intact_bytes:,}"),
         ("damaged bytes", f"{summary.damaged_bytes:,}"),
-        ("errors", f"[bold red]{summary.errors}[/]" if summary.errors else "0"),
-        ("warnings", f"[yellow]{summary.warnings}[/]" if summary.warnings else "0"),
-        ("infos", str(summary.infos)),
+        ("errors", f"{summary.errors:,}"), ("warnings", f"{summary.warnings:,}"), ("infos", f"{summary.infos:,}"),
     ]
     if summary.suppressed:
         rows.append(("not shown", f"{summary.suppressed:,}"))
     for state in summary.log_dirs:
         rows.append(("broker", f"{state['broker']}, read {state['read_as']}: {state['log_dir']} ({state['reason']})"))
-    for name, value in rows:
-        table.add_row(name, value)
-    console.print(table)
-
-
+    width = max(len(name) for name, _ in rows)
+    out.line("")
+    out.line("verify", "bold")
+    out.lines((f"  {name:{width}}  {value}", "bold red" if name == "errors" and summary.errors else None)
+              for name, value in rows)
