@@ -78,8 +78,8 @@ def _regex(ctx, param, value):
 @spark_options("With --spark (required then): write DIR/batches and DIR/records, Parquet datasets partitioned "
                "by topic and partition with the JSON Lines field names, and DIR/problems.")
 def command(paths, output_format, deep_iteration, print_data_log, skip_record_metadata, bytes_mode, decoder,
-            from_offset, to_offset, from_time, to_time, producer_id, key, key_regex, max_bytes, max_decompressed, read_as,
-            strict, use_spark, master, spark_conf, output, **kafka_decoder_flags):
+            from_offset, to_offset, from_time, to_time, producer_id, key, key_regex, max_bytes, max_decompressed,
+            read_as, strict, use_spark, master, spark_conf, verbose, output, **kafka_decoder_flags):
     """Print the batches, records and index entries of segments, partitions or whole log dirs.
 
     PATH is a .log, .index, .timeindex, .txnindex, .snapshot or checkpoint file, a partition
@@ -112,13 +112,14 @@ def command(paths, output_format, deep_iteration, print_data_log, skip_record_me
         decompress_limit=max_decompressed,
         read_as=read_as,
     )
-    conf = check_spark_usage(use_spark, master, spark_conf, output, paths, strict, output_needed=True)
+    conf = check_spark_usage(use_spark, master, spark_conf, output, paths, strict, output_needed=True,
+                             verbose=verbose)
     if use_spark:
         from ..spark.uri import is_uri
 
         sys.exit(_dump_on_spark([p if is_uri(p) else os.path.abspath(p) for p in paths],
                                 dataclasses.replace(options, deep=True),
-                                bytes_mode, master, conf, output))
+                                bytes_mode, master, conf, output, verbose))
     output_format = choose_format(output_format)
     writer = LineWriter()
     # JSON Lines renders BatchRun items, and text where its bytes are UTF-8 (as they are written beneath)
@@ -167,11 +168,11 @@ def command(paths, output_format, deep_iteration, print_data_log, skip_record_me
     sys.exit(EXIT_USAGE if unreadable else EXIT_PROBLEMS if problems else EXIT_OK)
 
 
-def _dump_on_spark(paths, options, bytes_mode, master, conf, output) -> int:
+def _dump_on_spark(paths, options, bytes_mode, master, conf, output, verbose: bool) -> int:
     from ..spark.dump import write_parquet
     from ..spark.session import start_session
 
-    spark = start_session(master, conf)
+    spark = start_session(master, conf, verbose=verbose)
     try:
         result = write_parquet(spark, paths, output, options, bytes_mode)
     finally:

@@ -28,7 +28,7 @@ from ..output.grouped import TextOut
 @strict_option("error")
 @spark_options("With --spark: also write the findings as Parquet to DIR/findings.")
 def command(paths, output_format, every, shallow, max_findings, read_as, strict, use_spark, master, spark_conf,
-            output):
+            verbose, output):
     """Check segments, partitions or whole log dirs for everything Kafka's own loading would trip
     over - and nothing that Kafka itself wrote and considers valid.
 
@@ -50,14 +50,14 @@ def command(paths, output_format, every, shallow, max_findings, read_as, strict,
     Exit codes: 0 no errors (warnings allowed); 1 errors found; 2 usage error, I/O error or out of memory.
     """
     output_format = choose_format(output_format, tty_default="text")
-    conf = check_spark_usage(use_spark, master, spark_conf, output, paths, strict)
+    conf = check_spark_usage(use_spark, master, spark_conf, output, paths, strict, verbose=verbose)
     spark = None
     if use_spark:
         from ..spark.uri import is_uri
         from ..spark.session import start_session
         from ..spark.verify import SparkVerification
 
-        spark = start_session(master, conf)
+        spark = start_session(master, conf, verbose=verbose)
         run = SparkVerification(spark, [p if is_uri(p) else os.path.abspath(p) for p in paths], deep=not shallow,
                                 max_findings_per_code=max_findings, read_as=read_as)
     else:

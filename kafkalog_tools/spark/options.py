@@ -18,7 +18,7 @@ class PathOrUri(click.Path):
 
 
 def spark_options(output_help: str):
-    """--spark, --master, --spark-conf and --output, in that order."""
+    """--spark, --master, --spark-conf, --verbose and --output, in that order."""
     def decorate(command):
         for option in reversed((
             click.option("--spark", "use_spark", is_flag=True,
@@ -29,6 +29,9 @@ def spark_options(output_help: str):
                               "Default: what spark-submit set, else local[*]."),
             click.option("--spark-conf", multiple=True, metavar="KEY=VALUE",
                          help="A Spark setting with --spark (repeatable), e.g. spark.executor.memory=4g."),
+            click.option("--verbose", is_flag=True,
+                         help="With --spark: show Spark's own log lines and progress bar on stderr (without it "
+                              "they are kept from the terminal unless --spark-conf spark.log.level=... is given)."),
             click.option("--output", metavar="DIR", help=output_help),
         )):
             command = option(command)
@@ -37,15 +40,15 @@ def spark_options(output_help: str):
 
 
 def check_spark_usage(use_spark: bool, master, spark_conf, output, paths=(), strict: bool = False,
-                      output_needed: bool = False) -> dict[str, str]:
+                      output_needed: bool = False, verbose: bool = False) -> dict[str, str]:
     """Usage errors (exit 2) for Spark options given without --spark or with bad values, for Hadoop
     URIs without --spark and for --strict with it; the --spark-conf pairs as a dict."""
     if not use_spark:
         for path in paths:
             if is_uri(path) and not os.path.exists(path):
                 raise click.UsageError(f"{path}: a Hadoop URI is read only with --spark, through Spark's file access")
-        given = [name for name, value in (("--master", master), ("--spark-conf", spark_conf), ("--output", output))
-                 if value]
+        given = [name for name, value in (("--master", master), ("--spark-conf", spark_conf), ("--verbose", verbose),
+                                          ("--output", output)) if value]
         if given:
             raise click.UsageError(f"{', '.join(given)} only applies with --spark")
         return {}
