@@ -85,3 +85,45 @@ def test_text_dump_prints_the_records_before_the_one_that_fails(tmp_path):
     assert result.exit_code == 1
     assert [line.split(" CreateTime")[0] for line in lines if line.startswith("| offset")] == ["| offset: 1",
                                                                                               "| offset: 2"]
+
+
+def test_a_transaction_marker_that_cannot_be_read_is_kept_by_recovery_and_ends_it(tmp_path):
+    """LogSegment.recover counts a batch's bytes as valid before it updates the producer state; an
+    unreadable marker record (an InvalidRecordException there) cuts the log after the marker, not
+    before it (Kafka kept 11799 bytes where we cut 78 more)."""
+    from kafkalog_tools.formats.record_batch import ATTR_CONTROL, ATTR_TRANSACTIONAL
+
+    partition = tmp_path / "t-0"
+    partition.mkdir()
+    data = build_batch(0, [build_record(0, 0, b"k", b"v")], attributes=ATTR_TRANSACTIONAL, producer_id=1,
+                       producer_epoch=0, base_sequence=0, base_timestamp=T0, max_timestamp=T0)
+    marker = bytearray(build_record(0, 0, b"\x00\x00\x00\x01", b"\x00\x00\x00\x00\x00\x03"))
+    marker[-1] = 0x40  # header count 32, more than the record holds
+    data += build_batch(1, [bytes(marker)], attributes=ATTR_TRANSACTIONAL | ATTR_CONTROL, producer_id=1,
+                        producer_epoch=0, base_timestamp=T0, max_timestamp=T0)
+    later = build_batch(2, [build_record(0, 0, b"k", b"v")], base_timestamp=T0, max_timestamp=T0)
+    log = partition / "00000000000000000000.log"
+    log.write_bytes(data + later)
+    result = CliRunner().invoke(cli, ["rebuild-index", "--truncate", "--no-backup", "--format", "json", str(partition)])
+    assert result.exit_code == 0, result.output
+    assert log.read_bytes() == data
+
+
+def test_every_legacy_magic_but_0_has_v1s_layout_and_no_deep_records(tmp_path):
+    """LegacyRecord reads a timestamp for any magic but 0 (a hostile -1 too), and its deep iterator
+    refuses a wrapper of any magic but 0 and 1 (Kafka: 'Invalid wrapper magic found in legacy deep
+    record iterator -1')."""
+    entry = bytearray(legacy.build_entry(5, 1, None, b"not really gzip", timestamp=T0, attributes=1))
+    entry[16] = 0xFF  # magic -1
+    struct.pack_into(">I", entry, 12, zlib.crc32(entry[16:]))
+    log = tmp_path / "00000000000000000005.log"
+    log.write_bytes(bytes(entry))
+    with SegmentFile(log) as segment:
+        (batch,) = segment.entries()
+        assert batch.magic == -1 and batch.max_timestamp == T0 and batch.crc_valid
+        try:
+            batch.records()
+        except Exception as exc:  # noqa: BLE001 - the message is the point
+            assert "Invalid wrapper magic found in legacy deep record iterator -1" in str(exc)
+        else:
+            raise AssertionError("a wrapper of magic -1 has no records")

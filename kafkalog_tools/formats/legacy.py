@@ -35,7 +35,7 @@ MESSAGE_PREFIX = Struct(
 
 MESSAGE = Struct(
     *MESSAGE_PREFIX.subcons,
-    "timestamp" / If(this.magic >= 1, Int64sb),
+    "timestamp" / If(this.magic != 0, Int64sb),  # LegacyRecord: every magic but 0 has V1's layout
     "key" / NullableBytes32,
     "value" / NullableBytes32,
     Terminated,
@@ -91,7 +91,7 @@ def read_message(buf, pos: int, end: int, lenient: bool = False) -> Message:
     if message_end > end:
         raise ValueError(f"message of {message_size} bytes runs past the end of its message set")
     cursor = pos + ENTRY_PREFIX.size
-    if magic >= 1:
+    if magic != 0:  # LegacyRecord reads every magic but 0 (a hostile -1, say) with V1's layout
         if cursor + 8 > message_end:
             raise ValueError(f"V1 message of {message_size} bytes is too small for its timestamp")
         (timestamp,) = TIMESTAMP.unpack_from(buf, cursor)
@@ -179,6 +179,8 @@ class LegacyBatch(Batch):
 
     def _deep_records(self) -> list[Record]:
         wrapper = self._readable()
+        if self.magic not in (0, 1):
+            raise self._error(f"Invalid wrapper magic found in legacy deep record iterator {self.magic}")
         if wrapper.value is None:
             raise self._error(f"Found invalid compressed record set with null value (magic = {self.magic})")
         if self.compression_id > LAST_LEGACY_CODEC:
