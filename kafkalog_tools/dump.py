@@ -136,6 +136,10 @@ class BatchItem:
     records: list[Record] | None = None
     decoded: list[DecodedPayload | None] | None = None
     """Parallel to `records` when a payload decoder applies."""
+    records_before_error: list[Record] | None = None
+    """When the batch's records fail to decode: those Kafka's record iterator returns before the one
+    that fails (kafka-dump-log prints them, then throws; the text format prints them too, with
+    `decoded` parallel to them)."""
 
 
 
@@ -467,6 +471,12 @@ def _dump_log(path: str, kind: str, options: DumpOptions, topic: str | None, act
                     try:
                         records = entry.records()
                     except CorruptDataError as exc:
+                        readable = getattr(exc, "records_before", None)
+                        if readable:
+                            item.records_before_error = ([r for r in readable if filters.record_matches(r)]
+                                                         if filtering else list(readable))
+                            if decoder is not None and not entry.is_control:
+                                item.decoded = [_decode(decoder, r) for r in item.records_before_error]
                         yield item
                         yield Problem(exc)
                         continue

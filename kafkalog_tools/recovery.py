@@ -442,7 +442,12 @@ class _RecoveryWalk:
         except ProducerStateError:
             raise  # Kafka throws here: a failed recovery, not a truncation point
         except CorruptDataError as exc:
-            result.invalid = exc  # an unreadable marker is an InvalidRecordException: truncated
+            # an unreadable marker is an InvalidRecordException, thrown by LogSegment.recover after it
+            # counted the batch's bytes as valid: the log is cut after this batch, not before it
+            # (found by the differential run against Kafka)
+            result.valid_bytes += entry.size
+            result.batches += 1
+            result.invalid = exc
             return False
         result.valid_bytes += entry.size
         result.batches += 1

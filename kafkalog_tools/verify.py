@@ -34,7 +34,8 @@ from .broker import BrokerState, BrokerStates
 from .crc import crc32c
 from .errors import CorruptDataError, DecompressionError, InputError, KafkaLogError
 from .formats import checkpoint, legacy, producer_snapshot, properties
-from .formats.batch import INT32_MAX, Batch, Record, increment_sequence, java_long
+from .formats.batch import INT32_MAX, Batch, Record, java_long
+from .formats.batch import last_sequence as batch_last_sequence
 from .formats.index_file import IndexFile
 from .formats.logdir import LOCAL, LocalFiles, LogDir, PartitionDir, Segment, classify
 from .formats import bulk_scan
@@ -763,10 +764,7 @@ class FactsRun:
         for (position, base, delta, epoch, attributes, max_timestamp, producer_id, producer_epoch,
              base_sequence) in zip(*self.columns[[POSITION, BASE_OFFSET, LAST_OFFSET_DELTA, LEADER_EPOCH, ATTRIBUTES,
                                                   MAX_TIMESTAMP, PRODUCER_ID, PRODUCER_EPOCH, BASE_SEQUENCE]].tolist()):
-            if base_sequence < 0:
-                last_sequence = -1
-            else:
-                last_sequence = increment_sequence(base_sequence, delta)
+            last_sequence = batch_last_sequence(base_sequence, delta)
             yield BatchFacts(path, position, base, java_long(base + delta), magic, epoch, producer_id, producer_epoch,
                              base_sequence, last_sequence, bool(attributes & ATTR_TRANSACTIONAL),
                              bool(attributes & ATTR_CONTROL), max_timestamp, None)

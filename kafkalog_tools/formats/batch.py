@@ -26,11 +26,24 @@ def java_long(value: int) -> int:
     return (value + (1 << 63)) % (1 << 64) - (1 << 63)
 
 
+def java_int(value: int) -> int:
+    """`value` wrapped into [-2^31, 2^31), as Java's int arithmetic leaves it."""
+    return (value + (1 << 31)) % (1 << 32) - (1 << 31)
+
+
 def increment_sequence(sequence: int, increment: int) -> int:
-    """DefaultRecordBatch.incrementSequence: sequences wrap past Int.MAX to 0."""
-    if sequence > INT32_MAX - increment:
-        return increment - (INT32_MAX - sequence) - 1
-    return sequence + increment
+    """DefaultRecordBatch.incrementSequence: sequences wrap past Int.MAX to 0. In Java's int
+    arithmetic: with a negative increment (a hostile last offset delta) `Int.MAX - increment`
+    overflows, and Kafka then takes the wrapping branch (found by the differential run against Kafka)."""
+    if sequence > java_int(INT32_MAX - increment):
+        return java_int(increment - (INT32_MAX - sequence) - 1)
+    return java_int(sequence + increment)
+
+
+def last_sequence(base_sequence: int, last_offset_delta: int) -> int:
+    """DefaultRecordBatch.lastSequence: no sequence only when the base sequence is exactly -1 (any
+    other negative base sequence is incremented like the rest)."""
+    return -1 if base_sequence == -1 else increment_sequence(base_sequence, last_offset_delta)
 
 
 @dataclass(slots=True)

@@ -573,6 +573,12 @@ _INT32_MAX = np.int64(0x7FFFFFFF)
 
 
 @_jit
+def _java_int(value):
+    """`value` wrapped into an int, as Java's int arithmetic leaves it."""
+    return (value + np.int64(1 << 31)) % np.int64(1 << 32) - np.int64(1 << 31)
+
+
+@_jit
 def _add_fits(base, delta):
     """Whether base + delta stays in a long (in Python it would not wrap)."""
     return not ((delta > 0 and base > _LONG_MAX - delta) or (delta < 0 and base < _LONG_MIN - delta))
@@ -610,10 +616,10 @@ def _decode_records(data, start, end, count, base_offset, base_timestamp, max_ti
             return _REFUSED, h
         if base_sequence < 0:
             sequence = np.int64(-1)
-        elif base_sequence > _INT32_MAX - offset_delta:  # increment_sequence: past Int.MAX to 0
-            sequence = offset_delta - (_INT32_MAX - base_sequence) - 1
+        elif base_sequence > _java_int(_INT32_MAX - offset_delta):  # increment_sequence, in Java's int arithmetic
+            sequence = _java_int(offset_delta - (_INT32_MAX - base_sequence) - 1)
         else:
-            sequence = base_sequence + offset_delta
+            sequence = _java_int(base_sequence + offset_delta)
         records[R_OFFSET, n] = base_offset + offset_delta
         records[R_TIMESTAMP, n] = timestamp
         records[R_SEQUENCE, n] = sequence

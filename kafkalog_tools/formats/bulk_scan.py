@@ -254,12 +254,16 @@ def wrapper_values(view, positions, codec_ids, magic: int):
 
 
 def last_sequences(base_sequence, delta):
-    """parse_batch's last sequence on numpy columns: -1 without a sequence, wrapping past Int.MAX
-    to 0 as `increment_sequence` does."""
+    """parse_batch's last sequence (`batch.last_sequence`) on numpy int64 columns: -1 only for a
+    base sequence of -1, else incremented with Java's int wrapping."""
     import numpy as np
 
-    return np.where(base_sequence < 0, -1, np.where(base_sequence > 0x7FFFFFFF - delta,
-                                                    delta - (0x7FFFFFFF - base_sequence) - 1, base_sequence + delta))
+    def java_int(values):
+        return (values + (1 << 31)) % (1 << 32) - (1 << 31)
+
+    wraps = base_sequence > java_int(0x7FFFFFFF - delta)
+    return np.where(base_sequence == -1, -1, java_int(np.where(wraps, delta - (0x7FFFFFFF - base_sequence) - 1,
+                                                                base_sequence + delta)))
 
 
 # recovery_index's state (rebuild-index), an int64 array carried from call to call

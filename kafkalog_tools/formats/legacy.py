@@ -35,7 +35,7 @@ MESSAGE_PREFIX = Struct(
 
 MESSAGE = Struct(
     *MESSAGE_PREFIX.subcons,
-    "timestamp" / If(this.magic >= 1, Int64sb),
+    "timestamp" / If(this.magic != 0, Int64sb),  # LegacyRecord: every magic but 0 has V1's layout
     "key" / NullableBytes32,
     "value" / NullableBytes32,
     Terminated,
@@ -72,12 +72,17 @@ class Message:
     timestamp: int
     key: bytes | None
     value: bytes | None
+    error: str | None = None
+    """Why the key or value cannot be read (`lenient` reads only): Kafka reads them on demand."""
 
 
-def read_message(buf, pos: int, end: int) -> Message:
+def read_message(buf, pos: int, end: int, lenient: bool = False) -> Message:
     """The message whose log entry starts at `pos`; its 12+size bytes must lie before `end`.
 
-    Raises ValueError naming what is wrong; callers add the file and position.
+    Raises ValueError naming what is wrong; callers add the file and position. `lenient`: a key
+    or value size that runs past the message is kept as the message's `error` instead, as Kafka's
+    LegacyRecord reads its header fields (offset, size, CRC, magic, attributes, timestamp) without
+    touching the key and value - its recovery and kafka-dump-log's batch line accept such a message.
     """
     offset, message_size, crc, magic, attributes = ENTRY_PREFIX.unpack_from(buf, pos)
     if message_size < RECORD_OVERHEAD_V0:
@@ -86,20 +91,26 @@ def read_message(buf, pos: int, end: int) -> Message:
     if message_end > end:
         raise ValueError(f"message of {message_size} bytes runs past the end of its message set")
     cursor = pos + ENTRY_PREFIX.size
-    if magic >= 1:
+    if magic != 0:  # LegacyRecord reads every magic but 0 (a hostile -1, say) with V1's layout
         if cursor + 8 > message_end:
             raise ValueError(f"V1 message of {message_size} bytes is too small for its timestamp")
         (timestamp,) = TIMESTAMP.unpack_from(buf, cursor)
         cursor += 8
     else:
         timestamp = NO_TIMESTAMP
-    key, cursor = _sized(buf, cursor, message_end, "key")
-    # Bytes after the value are not an error to Kafka (LegacyRecord reads fields by position);
-    # they are covered by the CRC like the rest.
-    value, _ = _sized(buf, cursor, message_end, "value")
+    key = value = error = None
+    try:
+        key, cursor = _sized(buf, cursor, message_end, "key")
+        # Bytes after the value are not an error to Kafka (LegacyRecord reads fields by position);
+        # they are covered by the CRC like the rest.
+        value, _ = _sized(buf, cursor, message_end, "value")
+    except ValueError as exc:
+        if not lenient:
+            raise
+        error = str(exc)
     computed = zlib.crc32(memoryview(buf)[pos + CRC_START : message_end])
     return Message(offset, LOG_OVERHEAD + message_size, crc, computed == crc, magic, attributes,
-                   timestamp, key, value)
+                   timestamp, key, value, error)
 
 
 def _sized(buf, cursor: int, end: int, what: str) -> tuple[bytes | None, int]:
@@ -134,7 +145,13 @@ class LegacyBatch(Batch):
         if self._records is not None:
             return self._records
         return self._decoded_once(
-            lambda: self._deep_records() if self.compression_id else [self._as_record(self.message, self.position)])
+            lambda: self._deep_records() if self.compression_id else [self._as_record(self._readable(), self.position)])
+
+    def _readable(self) -> Message:
+        """The message, once its key and value are known to be readable."""
+        if self.message.error is not None:
+            raise CorruptDataError(f"Record is corrupt: {self.message.error}", path=self.path, position=self.position)
+        return self.message
 
     def _as_record(self, message: Message, position: int | None, offset: int | None = None) -> Record:
         return Record(
@@ -161,7 +178,9 @@ class LegacyBatch(Batch):
         return message.timestamp
 
     def _deep_records(self) -> list[Record]:
-        wrapper = self.message
+        wrapper = self._readable()
+        if self.magic not in (0, 1):
+            raise self._error(f"Invalid wrapper magic found in legacy deep record iterator {self.magic}")
         if wrapper.value is None:
             raise self._error(f"Found invalid compressed record set with null value (magic = {self.magic})")
         if self.compression_id > LAST_LEGACY_CODEC:
@@ -214,7 +233,7 @@ class LegacyBatch(Batch):
 
 def parse_batch(source, position: int, end: int, path: str, decompress_limit: int = codecs.DEFAULT_LIMIT) -> LegacyBatch:
     try:
-        message = read_message(source, position, end)
+        message = read_message(source, position, end, lenient=True)
     except ValueError as exc:
         raise CorruptDataError(f"Record is corrupt: {exc}", path=path, position=position) from None
     if message.magic == 0:

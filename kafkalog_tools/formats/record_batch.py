@@ -36,6 +36,7 @@ from ..errors import CorruptDataError, DecompressionError, TruncatedError
 from ..protocol import KafkaArray, SizePrefixed, VarInt, VarLong
 from ..schema import derive_struct
 from .batch import INT32_MAX, NO_TIMESTAMP, TIMESTAMP_TYPES, Batch, Record, increment_sequence, java_long
+from .batch import last_sequence as batch_last_sequence
 from .control import ControlRecordError, parse_control
 
 # ---------------------------------------------------------------------------------------------
@@ -144,10 +145,8 @@ def parse_batch(source, position: int, path: str, decompress_limit: int = codecs
     last_offset = base_offset + last_offset_delta
     if not _LONG_MIN <= last_offset <= _LONG_MAX:
         last_offset = java_long(last_offset)
-    if base_sequence < 0:
-        last_sequence = -1
-    elif base_sequence > INT32_MAX - last_offset_delta:
-        last_sequence = increment_sequence(base_sequence, last_offset_delta)
+    if base_sequence < 0 or last_offset_delta < 0 or base_sequence > INT32_MAX - last_offset_delta:
+        last_sequence = batch_last_sequence(base_sequence, last_offset_delta)  # -1, or Java's int wrapping
     else:
         last_sequence = base_sequence + last_offset_delta
     # positional, in Batch's field order (keywords cost more than the rest of this function; the
@@ -200,6 +199,8 @@ def _varint(buf: bytes, pos: int, end: int, max_bytes: int, bits: int) -> tuple[
 def decode_records(batch: RecordBatchV2) -> list[Record]:
     """DefaultRecord.readFrom for each of the batch's records, with Kafka's checks and messages."""
     count = batch.count
+    if count == 0:  # DefaultRecordBatch.iterator: an empty iterator, whatever the records section holds
+        return []
     if count < 0:
         raise CorruptDataError("Found invalid record count", path=batch.path, position=batch.position + 57,
                                expected=">= 0", actual=count)
@@ -331,19 +332,19 @@ def decode_records(batch: RecordBatchV2) -> list[Record]:
                 )
         except _Overrun:
             raise _record_error(batch, index, start, compressed,
-                                "Incorrect declared batch size, premature EOF reached", TruncatedError) from None
+                                "Incorrect declared batch size, premature EOF reached", TruncatedError, records) from None
         except ValueError as exc:
-            raise _record_error(batch, index, start, compressed, str(exc), CorruptDataError) from None
+            raise _record_error(batch, index, start, compressed, str(exc), CorruptDataError, records) from None
         # positional (Record's field order): keyword construction costs three times as much
         record = Record(base_offset + offset_delta, max_timestamp if log_append else base_ts + ts_delta, key, value,
                         headers, pos - start, -1 if base_seq < 0 else increment_sequence(base_seq, offset_delta),
                         attributes, None if compressed else base_file_pos + start)
         if is_control:
-            _attach_control(batch, record, index, start, compressed)
+            _attach_control(batch, record, index, start, compressed, records)
         records.append(record)
     if pos != end:
         raise _record_error(batch, count, pos, compressed,
-                            "Incorrect declared batch size, records still remaining in file", CorruptDataError)
+                            "Incorrect declared batch size, records still remaining in file", CorruptDataError, records)
     return records
 
 
@@ -354,6 +355,8 @@ def skim_records(batch: RecordBatchV2) -> tuple[int, int] | None:
     walks it, but no key, value, header or Record is built: a deep check at a fraction of the cost.
     Control batches are not skimmed (their keys and values are parsed)."""
     count = batch.count
+    if count == 0:  # as decode_records: nothing read, nothing decompressed
+        return 0, batch.max_timestamp
     if count < 0 or batch.is_control:
         return None
     data = batch.payload()
@@ -434,19 +437,26 @@ def skim_records(batch: RecordBatchV2) -> tuple[int, int] | None:
     return count, batch.base_timestamp + largest_delta
 
 
-def _attach_control(batch: RecordBatchV2, record: Record, index: int, start: int, compressed: bool) -> None:
+def _attach_control(batch: RecordBatchV2, record: Record, index: int, start: int, compressed: bool,
+                    records_before: list[Record]) -> None:
     try:
         record.control = parse_control(record.key, record.value)
     except ControlRecordError as exc:
-        raise _record_error(batch, index, start, compressed, str(exc), CorruptDataError) from None
+        raise _record_error(batch, index, start, compressed, str(exc), CorruptDataError, records_before) from None
 
 
-def _record_error(batch: RecordBatchV2, index: int, start: int, compressed: bool, message: str, kind):
+def _record_error(batch: RecordBatchV2, index: int, start: int, compressed: bool, message: str, kind,
+                  records_before: list[Record]):
+    """The error, carrying the records read before it (`records_before`): Kafka's record iterator
+    returns those before it throws, and kafka-dump-log prints them."""
     if compressed:
-        return kind(f"record {index} of the batch (byte {start} of its decompressed records): {message}",
-                    path=batch.path, position=batch.position)
-    return kind(f"record {index} of the batch at {batch.position}: {message}",
-                path=batch.path, position=batch.position + HEADER_SIZE + start)
+        error = kind(f"record {index} of the batch (byte {start} of its decompressed records): {message}",
+                     path=batch.path, position=batch.position)
+    else:
+        error = kind(f"record {index} of the batch at {batch.position}: {message}",
+                     path=batch.path, position=batch.position + HEADER_SIZE + start)
+    error.records_before = records_before
+    return error
 
 
 # ---------------------------------------------------------------------------------------------
@@ -456,6 +466,8 @@ def _record_error(batch: RecordBatchV2, index: int, start: int, compressed: bool
 
 def decode_records_reference(batch: RecordBatchV2) -> list[Record]:
     """The records as `RECORD` parses them: slow, and the yardstick for `decode_records`."""
+    if batch.count == 0:  # as decode_records: DefaultRecordBatch.iterator reads nothing
+        return []
     if batch.count < 0:  # Kafka's "Found invalid record count", as decode_records says it
         raise CorruptDataError("Found invalid record count", path=batch.path, position=batch.position + 57,
                                expected=">= 0", actual=batch.count)

@@ -35,10 +35,19 @@ from . import runner
               help="Run every command line twice, with KAFKALOG_BULK=never and =always (the per-batch path, "
                    "then the compiled kernels wherever they take over), and fail where exit code, output or "
                    "files written differ. Twice the runs; commands that read the clock get --now.")
+@click.option("--against-kafka", is_flag=True,
+              help="Compare with Kafka's own code instead (the Kafka 4.0 oracle, ../shared/tools/kafka-oracle or "
+                   "$KAFKALOG_KAFKA_ORACLE; needs java): mutated segments parsed, dumped (kafka-dump-log) and "
+                   "recovered (rebuild-index) by both. Differing cases are saved to --save-dir.")
+@click.option("--replay", type=click.Path(exists=True, file_okay=False, path_type=Path),
+              help="With --against-kafka: run the comparison a saved case records again.")
+@click.option("--save-dir", type=click.Path(file_okay=False, path_type=Path),
+              help="With --against-kafka: where differing cases are saved (default: $KAFKALOG_KAFKA_DIFF_DIR, else "
+                   "kafkalog-kafka-diff in the temp dir).")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as one JSON object.")
 @click.option("--worker", is_flag=True, hidden=True)
 def command(run_seed, minutes, cases, first_case, single_case, keep, corpus, workers, time_limit, memory_limit,
-            differential, as_json, worker):
+            differential, against_kafka, replay, save_dir, as_json, worker):
     """Fuzz every kafkalog subcommand with mutated Kafka files.
 
     Each case takes one seed file (from --corpus, or synthesized: every codec, transactions,
@@ -55,9 +64,15 @@ def command(run_seed, minutes, cases, first_case, single_case, keep, corpus, wor
     Long run, e.g.: python -m kafkalog_tools.fuzz --seed 7 --minutes 60 --workers 2
     --corpus ../shared/corpus/golden --corpus ../shared/corpus/real
 
+    Against Kafka's own code, e.g.: python -m kafkalog_tools.fuzz --against-kafka --seed 7 --minutes 30
+    --corpus ../shared/corpus/golden --corpus ../shared/corpus/golden-4.0 --corpus ../shared/corpus/real
+    (a difference names the saved case: --against-kafka --replay DIR runs it again).
+
     Exit codes: 0 no failure; 1 failures (listed, each with its case number to reproduce with
-    --case N); 2 usage error.
+    --case N) or differences from Kafka; 2 usage error, or no java / oracle for --against-kafka.
     """
+    if against_kafka:
+        sys.exit(_against_kafka(run_seed, minutes, cases, first_case, list(corpus), replay, save_dir, as_json))
     if worker:
         runner.worker_main(run_seed, list(corpus), time_limit, memory_limit, differential)
         return
@@ -73,6 +88,33 @@ def command(run_seed, minutes, cases, first_case, single_case, keep, corpus, wor
     else:
         _print_report(report, corpus)
     sys.exit(1 if report.failures else 0)
+
+
+def _against_kafka(run_seed, minutes, cases, first_case, corpus, replay, save_dir, as_json) -> int:
+    from . import against_kafka, oracle
+
+    reason = oracle.unavailable()
+    if reason:
+        click.echo(f"kafkalog fuzz: {reason}", err=True)
+        return 2
+    with oracle.Oracle() as kafka, tempfile.TemporaryDirectory(prefix="kafkalog-kafka-") as work:
+        if replay is not None:
+            found = against_kafka.replay(replay, kafka, Path(work))
+            click.echo("\n".join(found) if found else "no difference (any more)")
+            return 1 if found else 0
+        if minutes is None and cases is None:
+            minutes = 1.0
+        click.echo(f"seed {run_seed}; differing cases are saved in {save_dir or against_kafka.reproduction_dir()}",
+                   err=True)
+        report = against_kafka.run(run_seed, corpus=corpus, work_dir=Path(work), orc=kafka, segment_cases=cases,
+                                   minutes=minutes, first_case=first_case, save_dir=save_dir,
+                                   on_difference=lambda d: click.echo(f"DIFFERENCE {d}", err=True))
+    if as_json:
+        click.echo(json.dumps({"seed": report.run_seed, "seconds": report.seconds, "compared": report.compared,
+                               "details": report.details, "differences": [str(d) for d in report.differences]}))
+    else:
+        click.echo(report.summary())
+    return 1 if report.differences else 0
 
 
 def _one_case(run_seed: int, number: int, corpus: list[Path], time_limit: float, keep: Path | None,

@@ -152,7 +152,9 @@ class Case:
 SYNTHESIZED_SHARE = 0.15
 
 
-def build_case(rng: random.Random, number: int, seeds: list[Seed], synthesized: list[Seed], root: Path) -> Case:
+def build_case(rng: random.Random, number: int, seeds: list[Seed], synthesized: list[Seed], root: Path,
+               hazards: bool = True) -> Case:
+    """`hazards=False`: only the mutated file and its siblings (what Kafka's own code can be asked about)."""
     seed = rng.choice(synthesized if not seeds or rng.random() < SYNTHESIZED_SHARE else seeds)
     log_dir = root / "logs"
     log_dir.mkdir(parents=True)
@@ -170,7 +172,7 @@ def build_case(rng: random.Random, number: int, seeds: list[Seed], synthesized: 
     if partition is not None:
         _add_siblings(rng, seed, partition, description)
     case = Case(number, root, log_dir, partition, target, description)
-    if rng.random() < 0.3:
+    if hazards and rng.random() < 0.3:
         for _ in range(rng.choice((1, 1, 2, 4))):
             rng.choice(HAZARDS)(rng, case)
     return case

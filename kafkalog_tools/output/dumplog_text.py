@@ -105,9 +105,10 @@ def lines(item, *, print_data: bool, max_bytes_given: bool, skip_metadata: bool 
         return out
     if isinstance(item, d.BatchItem):
         out = [batch_line(item.batch)]
-        if item.records is not None:
-            decoded = item.decoded or [None] * len(item.records)
-            out.extend(record_line(item.batch, r, p, print_data, skip_metadata) for r, p in zip(item.records, decoded))
+        records = item.records if item.records is not None else item.records_before_error
+        if records is not None:
+            decoded = item.decoded or [None] * len(records)
+            out.extend(record_line(item.batch, r, p, print_data, skip_metadata) for r, p in zip(records, decoded))
         return out
     if isinstance(item, d.IndexEntryItem):
         return [f"offset: {item.entry.offset} position: {item.entry.position}"]

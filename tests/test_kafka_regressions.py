@@ -1,0 +1,129 @@
+"""Differences from Kafka found by the differential run against Kafka's own code (`test_against_kafka.py`,
+`python -m kafkalog_tools.fuzz --against-kafka`), each pinned here with Kafka's answer, so that they stay
+fixed where no JVM runs. The expected values are what Kafka 4.0 (the oracle) answered on these bytes."""
+from __future__ import annotations
+
+import struct
+import zlib
+
+from click.testing import CliRunner
+
+from kafkalog_tools.cli import cli
+from kafkalog_tools.formats import legacy
+from kafkalog_tools.formats.batch import increment_sequence, last_sequence
+from kafkalog_tools.formats.record_batch import build_batch, build_record, decode_records_reference, skim_records
+from kafkalog_tools.formats.segment import BadEntry, SegmentFile
+from tests.test_hostile_dump import FIRST, raw_batch
+
+T0 = 1_700_000_000_000
+
+
+def test_a_batch_of_count_zero_has_no_records_whatever_its_records_section_holds(tmp_path):
+    """DefaultRecordBatch.iterator: count 0 is an empty iterator (nothing read, nothing decompressed);
+    we used to say 'records still remaining'."""
+    records = b"".join(build_record(i, i, b"k", b"v") for i in range(3))
+    for codec, payload in ((0, records), (1, b"not gzip at all")):
+        path = tmp_path / f"{codec:020d}.log"
+        path.write_bytes(FIRST + raw_batch(payload, codec=codec, count=0))
+        with SegmentFile(path) as segment:
+            batch = list(segment.entries())[1]
+            assert batch.count == 0 and batch.records() == [] and decode_records_reference(batch) == []
+            assert skim_records(batch) == (0, batch.max_timestamp)
+
+
+def test_last_sequence_in_javas_int_arithmetic():
+    """Kafka: incrementSequence overflows `Int.MAX - increment` for a negative increment, and only a
+    base sequence of exactly -1 means 'none' (answers of Kafka's RecordBatch.lastSequence)."""
+    assert increment_sequence(67, -2) == -2147483583
+    assert last_sequence(67, -2) == -2147483583
+    assert last_sequence(-1377697793, -773603752 - 723) == 2143665028
+    assert last_sequence(-1, 5) == -1 and last_sequence(2147483647, 1) == 0 and last_sequence(5, 3) == 8
+    batch = bytearray(build_batch(336, [build_record(0, 0, b"k", b"v")], base_sequence=67, producer_id=1,
+                                  producer_epoch=0, base_timestamp=T0, max_timestamp=T0))
+    struct.pack_into(">i", batch, 23, -2)  # lastOffsetDelta
+    from kafkalog_tools.formats.record_batch import parse_batch
+
+    assert parse_batch(bytes(batch), 0, "x").last_sequence == -2147483583
+
+
+def _legacy_with_value_size(offset: int, size: int) -> bytes:
+    entry = bytearray(legacy.build_entry(offset, 0, b"", b"value"))
+    struct.pack_into(">i", entry, 22, size)  # V0: offset, size, crc, magic, attributes, key size (4), key, value size
+    struct.pack_into(">I", entry, 12, zlib.crc32(entry[16:]))
+    return bytes(entry)
+
+
+def test_a_legacy_message_whose_value_size_overruns_is_read_as_kafka_reads_it(tmp_path):
+    """LegacyRecord reads its header without the key and value: the message is a batch (printed,
+    kept by recovery); only its records fail. We used to make it an unreadable entry, and
+    rebuild-index --truncate cut it and everything after it where Kafka's recovery keeps it."""
+    partition = tmp_path / "t-0"
+    partition.mkdir()
+    bad = _legacy_with_value_size(100, 6684672)
+    good = legacy.build_entry(101, 0, b"k", b"v")
+    log = partition / "00000000000000000100.log"
+    log.write_bytes(bad + good + b"\xff" * 20)
+    with SegmentFile(log) as segment:
+        entries = list(segment.entries())
+        assert [type(e) is BadEntry for e in entries] == [False, False]
+        assert entries[0].crc_valid and entries[0].last_offset == 100
+    result = CliRunner().invoke(cli, ["rebuild-index", "--truncate", "--no-backup", "--format", "json", str(partition)])
+    assert result.exit_code == 0, result.output
+    assert log.read_bytes() == bad + good  # Kafka's recovery: both messages valid, the garbage tail cut
+    dump = CliRunner().invoke(cli, ["dump", "--format", "text", "--deep-iteration", str(log)])
+    assert "offset: 100 position: 0 NoTimestampType: -1 size: 31 magic: 0" in dump.output
+
+
+def test_text_dump_prints_the_records_before_the_one_that_fails(tmp_path):
+    """kafka-dump-log prints the records Kafka's iterator returns before it throws; so do we."""
+    records = [build_record(0, 0, b"k0", b"v0"), build_record(1, 1, b"k1", b"v1")]
+    payload = b"".join(records) + b"\x01"  # a third record of length -1
+    log = tmp_path / "00000000000000000000.log"
+    log.write_bytes(raw_batch(payload, count=3))
+    result = CliRunner().invoke(cli, ["dump", "--format", "text", "--deep-iteration", str(log)])
+    lines = result.output.splitlines()
+    assert result.exit_code == 1
+    assert [line.split(" CreateTime")[0] for line in lines if line.startswith("| offset")] == ["| offset: 1",
+                                                                                              "| offset: 2"]
+
+
+def test_a_transaction_marker_that_cannot_be_read_is_kept_by_recovery_and_ends_it(tmp_path):
+    """LogSegment.recover counts a batch's bytes as valid before it updates the producer state; an
+    unreadable marker record (an InvalidRecordException there) cuts the log after the marker, not
+    before it (Kafka kept 11799 bytes where we cut 78 more)."""
+    from kafkalog_tools.formats.record_batch import ATTR_CONTROL, ATTR_TRANSACTIONAL
+
+    partition = tmp_path / "t-0"
+    partition.mkdir()
+    data = build_batch(0, [build_record(0, 0, b"k", b"v")], attributes=ATTR_TRANSACTIONAL, producer_id=1,
+                       producer_epoch=0, base_sequence=0, base_timestamp=T0, max_timestamp=T0)
+    marker = bytearray(build_record(0, 0, b"\x00\x00\x00\x01", b"\x00\x00\x00\x00\x00\x03"))
+    marker[-1] = 0x40  # header count 32, more than the record holds
+    data += build_batch(1, [bytes(marker)], attributes=ATTR_TRANSACTIONAL | ATTR_CONTROL, producer_id=1,
+                        producer_epoch=0, base_timestamp=T0, max_timestamp=T0)
+    later = build_batch(2, [build_record(0, 0, b"k", b"v")], base_timestamp=T0, max_timestamp=T0)
+    log = partition / "00000000000000000000.log"
+    log.write_bytes(data + later)
+    result = CliRunner().invoke(cli, ["rebuild-index", "--truncate", "--no-backup", "--format", "json", str(partition)])
+    assert result.exit_code == 0, result.output
+    assert log.read_bytes() == data
+
+
+def test_every_legacy_magic_but_0_has_v1s_layout_and_no_deep_records(tmp_path):
+    """LegacyRecord reads a timestamp for any magic but 0 (a hostile -1 too), and its deep iterator
+    refuses a wrapper of any magic but 0 and 1 (Kafka: 'Invalid wrapper magic found in legacy deep
+    record iterator -1')."""
+    entry = bytearray(legacy.build_entry(5, 1, None, b"not really gzip", timestamp=T0, attributes=1))
+    entry[16] = 0xFF  # magic -1
+    struct.pack_into(">I", entry, 12, zlib.crc32(entry[16:]))
+    log = tmp_path / "00000000000000000005.log"
+    log.write_bytes(bytes(entry))
+    with SegmentFile(log) as segment:
+        (batch,) = segment.entries()
+        assert batch.magic == -1 and batch.max_timestamp == T0 and batch.crc_valid
+        try:
+            batch.records()
+        except Exception as exc:  # noqa: BLE001 - the message is the point
+            assert "Invalid wrapper magic found in legacy deep record iterator -1" in str(exc)
+        else:
+            raise AssertionError("a wrapper of magic -1 has no records")
