@@ -409,7 +409,7 @@ def test_the_kernels_are_built_once_then_loaded_without_numba(tmp_path):
     cached.write_bytes(bytes(data))
     assert _loaded(partition, "always", cache) == BUILT
     assert _loaded(partition, "always", cache) == MAPPED
-    assert sorted(p.name for p in cache.iterdir()) == [cached.name, cached.name[:-2] + ".lock"]
+    assert sorted(p.name for p in cache.iterdir()) == sorted([cached.name, cached.name[:-2] + ".lock"])
 
 
 def test_a_build_the_compiler_refused_is_not_tried_again_for_the_same_key(monkeypatch, tmp_path):
