@@ -213,7 +213,7 @@ def _install_chromium() -> str | None:
     if os.environ.get("KAFKALOG_NO_APT") or not shutil.which("apt-get") or os.geteuid() != 0:
         return None
     env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    for step in (["apt-get", "update"], ["apt-get", "install", "-y", "--no-install-recommends", "chromium"]):
+    for step in (["apt-get", "update"], ["apt-get", "install", "-y", "chromium"]):
         if subprocess.run(step, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=1200).returncode:
             return None
     return shutil.which("chromium")
