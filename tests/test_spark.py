@@ -253,6 +253,7 @@ def test_verify_on_spark_reads_file_uris_as_one_process_reads_the_paths(spark, t
     segment = sorted(partition.glob("*.log"))[1]  # on its own: stage 2 replays the .log before it
     paths = damaged_copies(tmp_path) + [str(REAL / "zk-broker-a"), str(segment)]
     before = set(Path(os.environ.get("TMPDIR", "/tmp")).glob("kafkalog-stage-*"))
+    from kafkalog_tools.formats.logdir import looks_like_partition_dir
     from kafkalog_tools.spark.verify import SparkVerification
 
     local = Verification(paths)
@@ -263,6 +264,17 @@ def test_verify_on_spark_reads_file_uris_as_one_process_reads_the_paths(spark, t
     found = [f.to_json() for f in on_spark]
     assert [_local(f) for f in found] == expected
     assert all(f["file"].startswith("file:///") for f in found if not f["file"].startswith(paths[-2]))
+    # a lock behind a URI cannot be probed: unknown, read offline, as none of these copies is locked
+    assert [state for summary in on_spark.target_summaries for state in summary.log_dirs
+            if state["log_dir"].startswith("file://")] == [
+        {"log_dir": _uri(log_dir), "broker": "unknown", "read_as": "offline",
+         "reason": "behind a URI: its lock cannot be probed from here"}
+        for log_dir in [Path(path).parent if looks_like_partition_dir(Path(path)) else path for path in paths[:-2]]
+        + [Path(paths[-1]).parent.parent]]
+    assert [state["read_as"] for summary in local.target_summaries for state in summary.log_dirs] == \
+        ["offline"] * len(paths)
+    for summary in [on_spark.summary, local.summary, *on_spark.target_summaries, *local.target_summaries]:
+        summary.log_dirs = []
     assert on_spark.summary == local.summary and on_spark.target_summaries == local.target_summaries
     assert on_spark.paths[0].startswith("file:///") and local.summary.errors > 0
     assert _no_staging_left(before)

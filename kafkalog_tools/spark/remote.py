@@ -119,9 +119,16 @@ class HadoopLayout(LocalFiles):
         return known[0] if known else super().size(path)
 
     def broker_lock(self, log_dir: Path) -> tuple[str, str]:
-        if self.to_uri(str(log_dir)) != str(log_dir):
+        if self.root is not None and os.path.commonpath([self.root, os.path.abspath(log_dir)]) == self.root:
             return UNKNOWN, "behind a URI: its lock cannot be probed from here"
         return super().broker_lock(log_dir)
+
+    def dir_uri(self, path: str) -> str:
+        """`to_uri` for a directory, also the parent of a directory given as a URI."""
+        for local, uri in self.roots:
+            if path == os.path.dirname(local):
+                return uri.rstrip("/").rsplit("/", 1)[0]
+        return self.to_uri(path)
 
     # -- staging and naming ---------------------------------------------------------------------
 

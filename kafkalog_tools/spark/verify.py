@@ -24,6 +24,9 @@ class SparkVerification(v.Verification):
         try:
             super().__init__(self.layout.local_paths, deep=deep, max_findings_per_code=max_findings_per_code,
                              files=self.layout, read_as=read_as)
+            for summary in self.target_summaries:
+                summary.log_dirs = [{**state, "log_dir": self.layout.dir_uri(state["log_dir"])}
+                                    for state in summary.log_dirs]
         except BaseException:
             self.layout.close()
             raise
