@@ -85,7 +85,7 @@ class Answer:
     """Bytes of .log batches read by scans for this answer."""
     batches_scanned: int = 0
     index_bytes_read: int = 0
-    """Bytes of .index/.timeindex files read for this answer (an index is read once per reader)."""
+    """Bytes of .index/.timeindex files read for this answer (an index read whole is read once per reader)."""
     index_entries_read: int = 0
     warnings: list[str] = field(default_factory=list)
     explanation: list[str] = field(default_factory=list)

@@ -126,18 +126,25 @@ def build_in_background() -> str:
     return STARTED
 
 
+NICE_VARIABLE = "KAFKALOG_BUILD_NICE"
+"""The background build's nice value, 0-19 (default 19: the lowest priority). At 19 it runs only
+when the machine has CPU to spare: on a busy machine it may take many minutes."""
 _BUILDER = """
 import os
+try:
+    nice = min(max(int(os.environ.get("%s", "19")), 0), 19)
+except ValueError:
+    nice = 19
 try:  # Linux: the scheduler weighs sessions (autogroups) against each other; a nice value counts only inside one
     with open("/proc/self/autogroup", "w") as autogroup:
-        autogroup.write("19")
+        autogroup.write(str(nice))
 except OSError:
     pass
-os.nice(19)  # before any import: those cost CPU too
+os.nice(nice)  # before any import: those cost CPU too
 from kafkalog_tools.formats import bulk_native
 bulk_native.build_as_builder()
-"""
-"""The builder's program: the lowest priority for its session and itself, then the build."""
+""" % NICE_VARIABLE
+"""The builder's program: a low priority for its session and itself, then the build."""
 
 
 def build_as_builder() -> None:
