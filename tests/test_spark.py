@@ -210,6 +210,7 @@ def test_importing_the_cli_never_imports_pyspark():
 @pytest.mark.parametrize("args, message", [
     (("verify", "--output", "x", "fixtures"), "only applies with --spark"),
     (("dump", "--master", "local[1]", "fixtures"), "only applies with --spark"),
+    (("verify", "--verbose", "fixtures"), "--verbose only applies with --spark"),
     (("dump", "--spark", "fixtures"), "give --output DIR"),
     (("dump", "--spark", "--output", "fixtures", "fixtures"), "nothing is overwritten"),
     (("verify", "--spark", "--spark-conf", "nonsense", "fixtures"), "key=value"),
