@@ -1,7 +1,16 @@
-"""verify on Spark (`--master local[2]` by default) against one process, on generated segments.
+"""verify on Spark (`--master local[2]` by default) against one process, on generated segments;
+and listing at fleet scale.
 
     python bench/spark_speedup.py --size 2GiB           # the issue's measurement
     python bench/spark_speedup.py --size 256MiB         # a quick smoke run
+    python bench/spark_speedup.py --parts fleet,listing # listing only (below)
+
+`fleet`: a log dir of `--fleet-partitions` partitions of one small segment each (.log, .index,
+.timeindex: 15,000 files for 5,000), verified with --spark as a local path and as a file:// URI
+(listed by Spark's JVM, staged by the executors); the ratio URI / path (goal: <= 1.3).
+`listing`: a tree of `--listing-files` files (placeholders: only listed), listed as a file:// URI
+the way `verify --spark` lists it (`HadoopLayout`): microseconds per entry (goal: <= 50), next to
+a walk of the same tree with os.scandir in this process.
 
 Generates a log dir of `--partitions` partitions (V2 batches of an idempotent producer per
 partition, built with the library's `build_batch`; offset and time indexes as Kafka's append path
@@ -14,6 +23,7 @@ imports the package there, so it is shown apart from the later ones (median of `
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import shutil
 import statistics
@@ -41,12 +51,13 @@ def parse_size(text: str) -> int:
     return int(float(match.group(1)) * {"B": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}[unit])
 
 
-def generate(root: Path, total: int, partitions: int, segment_bytes: int) -> tuple[int, int]:
+def generate(root: Path, total: int, partitions: int, segment_bytes: int,
+             records_per_batch: int = RECORDS_PER_BATCH) -> tuple[int, int]:
     """Write the log dir; return (bytes of .log written, segments)."""
     (root / "meta.properties").write_text("version=0\nbroker.id=1\n")
     (root / ".kafka_cleanshutdown").write_text("")
     records = [build_record(i, i, f"key-{i}".encode(), (f"value-{i}-".encode() * 40)[:480])
-               for i in range(RECORDS_PER_BATCH)]
+               for i in range(records_per_batch)]
     per_partition = total // partitions
     written = segments = 0
     for number in range(partitions):
@@ -57,8 +68,8 @@ def generate(root: Path, total: int, partitions: int, segment_bytes: int) -> tup
         while left > 0:
             size = _write_segment(directory, offset, sequence, min(left, segment_bytes), records, 1000 + number)
             batches = _batches_in(directory / f"{offset:020d}.log")
-            offset += batches * RECORDS_PER_BATCH
-            sequence += batches * RECORDS_PER_BATCH
+            offset += batches * len(records)
+            sequence += batches * len(records)
             left -= size
             written += size
             segments += 1
@@ -71,7 +82,7 @@ def _write_segment(directory: Path, base: int, sequence: int, budget: int, recor
     offset, since_index = base, 0
     while len(log) < budget:
         timestamp = T0 + offset
-        last = offset + RECORDS_PER_BATCH - 1
+        last = offset + len(records) - 1
         batch = build_batch(offset, records, base_timestamp=timestamp, max_timestamp=T0 + last,
                             producer_id=producer_id, producer_epoch=0, base_sequence=sequence + offset - base,
                             partition_leader_epoch=0)
@@ -98,58 +109,151 @@ def _batches_in(log: Path) -> int:
         return sum(1 for _ in segment.entries())
 
 
+def generate_placeholders(root: Path, files: int) -> int:
+    """A log dir of `files` empty files, three per partition dir; return the entries (files and
+    directories) below `root`."""
+    partitions = -(-files // 3)
+    for number in range(partitions):
+        directory = root / f"fleet-{number}"
+        directory.mkdir()
+        for suffix in (".log", ".index", ".timeindex")[:min(3, files - 3 * number)]:
+            (directory / f"{0:020d}{suffix}").touch()
+    return partitions + files
+
+
+def _walk(root: Path) -> int:
+    count = 0
+    with os.scandir(root) as entries:
+        for entry in entries:
+            count += 1
+            if entry.is_dir(follow_symlinks=False):
+                count += _walk(Path(entry.path))
+    return count
+
+
+def speedup(args, root: Path) -> None:
+    started = time.perf_counter()
+    written, segments = generate(root, args.size, args.partitions, args.segment_size)
+    print(f"generated {written / 2**20:,.0f} MiB in {segments} segments of {args.partitions} partitions "
+          f"in {time.perf_counter() - started:.1f} s under {root}", file=sys.stderr)
+
+    from kafkalog_tools.spark.session import start_session
+    from kafkalog_tools.spark.verify import SparkVerification
+
+    single_times, spark_times = [], []
+    for _ in range(args.repeat):
+        started = time.perf_counter()
+        single = Verification([str(root)])
+        expected = [f.to_json() for f in single]
+        single_times.append(time.perf_counter() - started)
+    started = time.perf_counter()
+    spark = start_session(args.master, {"spark.ui.showConsoleProgress": "false"})
+    session_start = time.perf_counter() - started
+    cores = spark.sparkContext.defaultParallelism
+    try:
+        for _ in range(args.repeat):
+            started = time.perf_counter()
+            on_spark = SparkVerification(spark, [str(root)])
+            found = [f.to_json() for f in on_spark]
+            spark_times.append(time.perf_counter() - started)
+            if found != expected or on_spark.summary != single.summary:
+                sys.exit("the Spark findings differ from the single-process findings")
+    finally:
+        spark.stop()
+    one = statistics.median(single_times)
+    first, warm = spark_times[0], statistics.median(spark_times[1:] or spark_times)
+    print(f"| .log bytes | partitions | segments | findings (errors) | one process | {args.master} ({cores} cores): "
+          f"first job / later jobs | session start | speedup (later jobs) | speedup incl. session + first job |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    print(f"| {written / 2**20:,.0f} MiB | {args.partitions} | {segments} | {len(expected)} "
+          f"({single.summary.errors}) | {one:.1f} s | {first:.1f} s / {warm:.1f} s | {session_start:.1f} s | "
+          f"{one / warm:.2f}x | {one / (first + session_start):.2f}x |")
+
+
+def fleet(args, root: Path) -> None:
+    """verify --spark over a local path and over its file:// URI, alternately, same session."""
+    started = time.perf_counter()
+    _, segments = generate(root, args.fleet_partitions, args.fleet_partitions, args.segment_size, records_per_batch=1)
+    files = sum(1 for _ in root.rglob("*"))
+    print(f"generated {args.fleet_partitions} partitions, {files:,} entries in {time.perf_counter() - started:.1f} s",
+          file=sys.stderr)
+    from kafkalog_tools.spark.session import start_session
+    from kafkalog_tools.spark.verify import SparkVerification
+
+    spark = start_session(args.master)
+    times: dict[str, list[float]] = {"path": [], "file:// URI": []}
+    try:
+        expected = None
+        for _ in range(args.repeat):
+            for kind, given in (("path", str(root)), ("file:// URI", f"file://{root}")):
+                started = time.perf_counter()
+                run = SparkVerification(spark, [given])
+                found = [f.to_json()["code"] for f in run]
+                times[kind].append(time.perf_counter() - started)
+                if expected is None:
+                    expected = (found, run.summary)
+                elif (found, run.summary) != expected:
+                    sys.exit(f"verify --spark over the {kind} differs")
+    finally:
+        spark.stop()
+    path, uri = statistics.median(times["path"]), statistics.median(times["file:// URI"])
+    print(f"| partitions | files | segments | verify --spark, local path | same, file:// URI | ratio (goal <= 1.3) |")
+    print("| --- | --- | --- | --- | --- | --- |")
+    print(f"| {args.fleet_partitions:,} | {files:,} | {segments:,} | {path:.1f} s | {uri:.1f} s | {uri / path:.2f} |")
+
+
+def listing(args, root: Path) -> None:
+    started = time.perf_counter()
+    entries = generate_placeholders(root, args.listing_files)
+    print(f"generated {entries:,} entries in {time.perf_counter() - started:.1f} s", file=sys.stderr)
+    from kafkalog_tools.spark.remote import HadoopLayout
+    from kafkalog_tools.spark.session import start_session
+
+    spark = start_session(args.master)
+    listed, walked = [], []
+    try:
+        for _ in range(args.repeat):
+            started = time.perf_counter()
+            layout = HadoopLayout(spark, [f"file://{root}"])
+            listed.append(time.perf_counter() - started)
+            found = len(layout._dirs) - 1 + len(layout._files)  # every directory but the root, every file
+            layout.close()
+            if found != entries:
+                sys.exit(f"listed {found:,} entries of {entries:,}")
+            started = time.perf_counter()
+            _walk(root)
+            walked.append(time.perf_counter() - started)
+    finally:
+        spark.stop()
+    jvm, local = statistics.median(listed), statistics.median(walked)
+    print("| entries | listed as a file:// URI (Spark's JVM) | per entry (goal <= 50 us) | os.scandir walk | per entry |")
+    print("| --- | --- | --- | --- | --- |")
+    print(f"| {entries:,} | {jvm:.2f} s | {jvm / entries * 1e6:.1f} us | {local:.2f} s | {local / entries * 1e6:.1f} us |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--parts", default="speedup,fleet,listing", help="which measurements, comma-separated")
     parser.add_argument("--size", type=parse_size, default=parse_size("2GiB"), help="bytes of .log (e.g. 256MiB, 2GiB)")
     parser.add_argument("--partitions", type=int, default=16)
     parser.add_argument("--segment-size", type=parse_size, default=parse_size("64MiB"))
+    parser.add_argument("--fleet-partitions", type=int, default=5000)
+    parser.add_argument("--listing-files", type=int, default=100_000)
     parser.add_argument("--master", default="local[2]")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--dir", help="generate here (default: a temp dir, removed afterwards)")
     args = parser.parse_args()
 
-    root = Path(args.dir or tempfile.mkdtemp(prefix="kafkalog-spark-bench-")) / "kafka-logs"
-    root.mkdir(parents=True)
+    base = Path(args.dir or tempfile.mkdtemp(prefix="kafkalog-spark-bench-"))
     try:
-        started = time.perf_counter()
-        written, segments = generate(root, args.size, args.partitions, args.segment_size)
-        print(f"generated {written / 2**20:,.0f} MiB in {segments} segments of {args.partitions} partitions "
-              f"in {time.perf_counter() - started:.1f} s under {root}", file=sys.stderr)
-
-        from kafkalog_tools.spark.session import start_session
-        from kafkalog_tools.spark.verify import SparkVerification
-
-        single_times, spark_times = [], []
-        for _ in range(args.repeat):
-            started = time.perf_counter()
-            single = Verification([str(root)])
-            expected = [f.to_json() for f in single]
-            single_times.append(time.perf_counter() - started)
-        started = time.perf_counter()
-        spark = start_session(args.master, {"spark.ui.showConsoleProgress": "false"})
-        session_start = time.perf_counter() - started
-        cores = spark.sparkContext.defaultParallelism
-        try:
-            for _ in range(args.repeat):
-                started = time.perf_counter()
-                on_spark = SparkVerification(spark, [str(root)])
-                found = [f.to_json() for f in on_spark]
-                spark_times.append(time.perf_counter() - started)
-                if found != expected or on_spark.summary != single.summary:
-                    sys.exit("the Spark findings differ from the single-process findings")
-        finally:
-            spark.stop()
-        one = statistics.median(single_times)
-        first, warm = spark_times[0], statistics.median(spark_times[1:] or spark_times)
-        print(f"| .log bytes | partitions | segments | findings (errors) | one process | {args.master} ({cores} cores): "
-              f"first job / later jobs | session start | speedup (later jobs) | speedup incl. session + first job |")
-        print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
-        print(f"| {written / 2**20:,.0f} MiB | {args.partitions} | {segments} | {len(expected)} "
-              f"({single.summary.errors}) | {one:.1f} s | {first:.1f} s / {warm:.1f} s | {session_start:.1f} s | "
-              f"{one / warm:.2f}x | {one / (first + session_start):.2f}x |")
+        for part in args.parts.split(","):
+            root = base / part / "kafka-logs"
+            root.mkdir(parents=True)
+            {"speedup": speedup, "fleet": fleet, "listing": listing}[part](args, root)
+            shutil.rmtree(base / part, ignore_errors=True)
     finally:
         if args.dir is None:
-            shutil.rmtree(root.parent, ignore_errors=True)
+            shutil.rmtree(base, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -213,6 +213,7 @@ def test_importing_the_cli_never_imports_pyspark():
 @pytest.mark.parametrize("args, message", [
     (("verify", "--output", "x", "fixtures"), "only applies with --spark"),
     (("dump", "--master", "local[1]", "fixtures"), "only applies with --spark"),
+    (("verify", "--verbose", "fixtures"), "--verbose only applies with --spark"),
     (("dump", "--spark", "fixtures"), "give --output DIR"),
     (("dump", "--spark", "--output", "fixtures", "fixtures"), "nothing is overwritten"),
     (("verify", "--spark", "--spark-conf", "nonsense", "fixtures"), "key=value"),
@@ -278,6 +279,45 @@ def test_verify_on_spark_reads_file_uris_as_one_process_reads_the_paths(spark, t
     assert on_spark.summary == local.summary and on_spark.target_summaries == local.target_summaries
     assert on_spark.paths[0].startswith("file:///") and local.summary.errors > 0
     assert _no_staging_left(before)
+
+
+def test_a_uri_tree_is_listed_in_as_many_jvm_calls_whatever_its_size(spark, tmp_path):
+    """Listing is bulk: a log dir of 40 partitions takes the Py4J round trips one of 4 takes, and
+    lists every entry as os.scandir sees it (sizes and mtimes too)."""
+    from kafkalog_tools.spark.remote import HadoopLayout
+
+    client = spark.sparkContext._gateway._gateway_client
+    counted = []
+    sizes = {}
+    for partitions in (4, 40):
+        root = tmp_path / f"logs-{partitions}"
+        for number in range(partitions):
+            directory = root / f"topic-{number}"
+            directory.mkdir(parents=True)
+            for suffix, size in ((".log", number), (".index", 8), (".timeindex", 12)):
+                (directory / f"{0:020d}{suffix}").write_bytes(b"x" * size)
+        (root / "meta.properties").write_text("version=0\n")
+        send = client.send_command
+        calls = []
+        # (py4j's "m" commands free proxies that Python's garbage collector let go, whenever it runs)
+        client.send_command = lambda command, *args, **kwargs: (
+            calls.append(1) if not command.startswith("m\n") else None, send(command, *args, **kwargs))[1]
+        try:
+            layout = HadoopLayout(spark, [_uri(root)])
+        finally:
+            del client.send_command
+        counted.append(len(calls))
+        local = layout.local_paths[0]
+        for path in root.rglob("*"):
+            staged = f"{local}/{path.relative_to(root)}"
+            if path.is_dir():
+                assert sorted(e.name for e in layout.scandir(Path(staged))) == sorted(os.listdir(path))
+            else:
+                sizes[str(path)] = (layout.size(Path(staged)), layout.remote_files([staged])[0].mtime_ms)
+                assert sizes[str(path)] == (path.stat().st_size, path.stat().st_mtime_ns // 1_000_000)
+        layout.close()
+    assert counted[0] == counted[1], counted
+    assert len(sizes) == 4 * 3 + 1 + 40 * 3 + 1
 
 
 def test_dump_on_spark_writes_file_uris_as_it_writes_the_paths(spark, tmp_path, golden_parquet):

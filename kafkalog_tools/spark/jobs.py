@@ -8,15 +8,18 @@ from ..broker import BrokerState
 from .. import verify
 from ..output import jsonl
 from . import schemas
-from .remote import RemoteFile, staged
+from .remote import RemoteFile, prune_dirs, staged
 
 
 def check_segments(units, deep: bool):
     """Verify's stage 1 for each segment of a group: (partition key, report)."""
-    for unit in units:
-        with staged(unit.remote):
-            report = verify.check_segment(unit.segment, unit.is_active, deep, live=unit.live)
-        yield unit.key, report
+    try:
+        for unit in units:
+            with staged(unit.remote, prune=False):
+                report = verify.check_segment(unit.segment, unit.is_active, deep, live=unit.live)
+            yield unit.key, report
+    finally:
+        prune_dirs(file for unit in units for file in unit.remote)
 
 
 def check_partition(item, deep: bool):
@@ -46,9 +49,12 @@ class DumpUnit:
 def dump_rows(units, options: d.DumpOptions, bytes_mode: str, max_bytes_given: bool):
     """("batch" | "record" | "problem", row) for every batch, record and problem of each unit,
     from `dump.dump_file` as the single-process dump reads them."""
-    for unit in units:
-        with staged(unit.remote):
-            yield from _unit_rows(unit, options, bytes_mode, max_bytes_given)
+    try:
+        for unit in units:
+            with staged(unit.remote, prune=False):
+                yield from _unit_rows(unit, options, bytes_mode, max_bytes_given)
+    finally:
+        prune_dirs(file for unit in units for file in unit.remote)
 
 
 def _unit_rows(unit: DumpUnit, options: d.DumpOptions, bytes_mode: str, max_bytes_given: bool):

@@ -10,9 +10,12 @@ task's disk holds one segment's files at a time. Findings and rows name the URIs
 """
 from __future__ import annotations
 
+import json
 import os
+import random
 import shutil
 import tempfile
+import time
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -26,7 +29,9 @@ from . import INSTALL_HINT
 from .uri import is_uri
 
 COPY_CHUNK = 8 << 20
-STAGING_ATTEMPTS = 8
+STAGING_ATTEMPTS = 200
+"""Tries to create a staged copy's directory while other tasks on the node remove emptied ones: on
+thousands of small segments two tasks can collide many times in a row (8 tries were seen to fail)."""
 STAGING_DIR_CONF = "spark.kafkalog.stagingDir"
 """Where staged copies go, on the driver and on every executor (default: the driver's temp dir)."""
 
@@ -92,6 +97,8 @@ class HadoopLayout(LocalFiles):
         self._dirs: dict[str, list[_Entry] | InputError] = {}
         self._files: dict[str, tuple[int, RemoteFile]] = {}
         self._missing: dict[str, InputError] = {}
+        self._mapper = None
+        """Spark's Jackson ObjectMapper, for listings in bulk (`_statuses`)."""
         self.local_paths = [self._list(number, path) if is_uri(path) else path
                             for number, path in enumerate(self.paths)]
         """The paths given, with a local stand-in for each URI: hand these to the library."""
@@ -187,22 +194,75 @@ class HadoopLayout(LocalFiles):
         return f"{local_parent}/{name}"
 
     def _list_dir(self, fs, hadoop_path, local: str, uri: str, depth: int) -> None:
+        """`hadoop_path` and, at depth 2, every directory in it: each level is one listing call
+        whose FileStatus array comes back as one JSON text (`_statuses`), so a tree of any size
+        costs a handful of Py4J round trips, not several per entry."""
         try:
-            statuses = fs.listStatus(hadoop_path)
+            top = fs.listStatus(hadoop_path)
+            listed = self._statuses(top, uri)
+        except InputError as exc:
+            self._dirs[local] = exc
+            return
         except Exception as exc:
             self._dirs[local] = InputError(f"cannot list directory: {_java_message(exc)}", path=uri)
             return
-        entries = []
-        for status in statuses:
-            entry = _Entry(status.getPath().getName(), status.isDirectory(), status.isFile())
+        subdirs = self._add(local, uri, listed)
+        if depth < 2 or not subdirs:
+            return
+        by_uri = {status_uri: (f"{local}/{name}", f"{uri}/{name}") for status_uri, name in subdirs}
+        for child_local, _ in by_uri.values():
+            self._dirs[child_local] = []
+        try:  # every entry at once; a top-level file lists as itself (skipped below)
+            below = self._statuses(fs.listStatus(self.spark._jvm.org.apache.hadoop.fs.FileUtil.stat2Paths(top)), uri)
+        except Exception:  # one directory gone or denied: list them one by one, each with its own error
+            for status_uri, name in subdirs:
+                self._list_dir(fs, self.spark._jvm.org.apache.hadoop.fs.Path(status_uri), *by_uri[status_uri], 1)
+            return
+        groups: dict[str, list] = {}
+        for item in below:
+            groups.setdefault(item[0].rsplit("/", 1)[0], []).append(item)
+        for parent, items in groups.items():
+            if parent in by_uri:
+                self._add(*by_uri[parent], items)
+
+    def _add(self, local: str, uri: str, listed: list[tuple]) -> list[tuple[str, str]]:
+        """Record one directory's listing; its subdirectories as (status URI, name)."""
+        entries, subdirs = [], []
+        for status_uri, name, directory, regular, length, mtime_ms in listed:
+            entry = _Entry(name, directory, regular)
             entries.append(entry)
-            child_local, child_uri = f"{local}/{entry.name}", f"{uri}/{entry.name}"
-            if entry.regular:
-                self._files[child_local] = (status.getLen(), RemoteFile(child_local, child_uri,
-                                                                        status.getModificationTime(), self.root))
-            elif entry.directory and depth > 1:
-                self._list_dir(fs, status.getPath(), child_local, child_uri, depth - 1)
+            child_local, child_uri = f"{local}/{name}", f"{uri}/{name}"
+            if regular:
+                self._files[child_local] = (length, RemoteFile(child_local, child_uri, mtime_ms, self.root))
+            elif directory:
+                subdirs.append((status_uri, name))
         self._dirs[local] = sorted(entries, key=lambda e: e.name)
+        return subdirs
+
+    def _statuses(self, statuses, uri: str) -> list[tuple]:
+        """(status URI, name, directory, regular, length, mtime ms) of each of a Java FileStatus[]:
+        one Py4J call serialises the whole array with Spark's own Jackson, field by field (the
+        getters would cost a call each, and on file:// a `stat` process for the permissions)."""
+        if self._mapper is None:
+            jackson = self.spark._jvm.com.fasterxml.jackson
+            visibility = jackson.annotation.JsonAutoDetect.Visibility
+            self._mapper = jackson.databind.ObjectMapper()
+            self._mapper.setVisibility(jackson.annotation.PropertyAccessor.ALL, visibility.NONE)
+            self._mapper.setVisibility(jackson.annotation.PropertyAccessor.FIELD, visibility.ANY)
+            self._mapper.configure(jackson.databind.SerializationFeature.FAIL_ON_EMPTY_BEANS, False)
+        listed = []
+        for status in json.loads(self._mapper.writeValueAsString(statuses)):
+            try:
+                status_uri = status["path"]["uri"].rstrip("/")
+                directory = bool(status["isdir"])
+                listed.append((status_uri, unquote(status_uri.rsplit("/", 1)[-1]), directory,
+                               not directory and status["symlink"] is None, int(status["length"]),
+                               int(status["modification_time"])))
+            except (KeyError, TypeError, ValueError, AttributeError) as exc:
+                raise InputError(f"cannot read the listing of Spark's Hadoop FileSystem: a FileStatus without "
+                                 f"the fields path.uri, isdir, symlink, length, modification_time ({exc!r}): "
+                                 f"{json.dumps(status)[:300]}", path=uri) from None
+        return listed
 
     def map_finding(self, finding):
         """A verify `Finding` naming URIs instead of staged paths."""
@@ -251,8 +311,10 @@ def filesystem(uri: str):
 
 
 @contextmanager
-def staged(files: Iterable[RemoteFile]) -> Iterator[None]:
-    """Local copies of `files` while the block runs, deleted after (with the directories emptied)."""
+def staged(files: Iterable[RemoteFile], prune: bool = True) -> Iterator[None]:
+    """Local copies of `files` while the block runs, deleted after; with `prune`, the directories
+    they emptied too (without, the caller prunes once for many units: `prune_dirs`, or the driver's
+    `close` - each mkdir and rmdir costs milliseconds on a busy disk)."""
     made = []
     try:
         for file in files:
@@ -261,7 +323,24 @@ def staged(files: Iterable[RemoteFile]) -> Iterator[None]:
         yield
     finally:
         for file in made:
-            _remove(file)
+            try:
+                os.unlink(file.local)
+            except OSError:
+                pass
+        if prune:
+            prune_dirs(made)
+
+
+def prune_dirs(files: Iterable[RemoteFile]) -> None:
+    """Remove the staged copies' directories that are empty now, and their emptied parents up to and
+    including the staging root (not empty: another unit's copies are in it)."""
+    for directory, root in sorted({(os.path.dirname(file.local), file.root) for file in files}, reverse=True):
+        while directory.startswith(root):
+            try:
+                os.rmdir(directory)
+            except OSError:
+                break
+            directory = os.path.dirname(directory)
 
 
 def _copy(file: RemoteFile) -> None:
@@ -276,6 +355,7 @@ def _copy(file: RemoteFile) -> None:
             except FileNotFoundError:
                 if attempt == STAGING_ATTEMPTS - 1:
                     raise
+                time.sleep(random.random() * 0.001 * min(attempt, 10))  # out of step with the other task
         with sink, source_fs.open_input_stream(source) as stream:
             while chunk := stream.read(COPY_CHUNK):
                 sink.write(chunk)
@@ -287,17 +367,3 @@ def _copy(file: RemoteFile) -> None:
         except OSError:
             pass
         raise InputError(f"cannot copy to {file.local} for reading: {_first_line(exc)}", path=file.uri) from None
-
-
-def _remove(file: RemoteFile) -> None:
-    try:
-        os.unlink(file.local)
-    except OSError:
-        pass
-    directory = os.path.dirname(file.local)
-    while directory.startswith(file.root):
-        try:
-            os.rmdir(directory)
-        except OSError:
-            return  # not empty: another unit's copies are in it
-        directory = os.path.dirname(directory)

@@ -90,7 +90,7 @@ def run_partition_checks(spark, targets, deep: bool, layout: HadoopLayout, stage
             by_partition[key][report.log] = report
         outcomes = {}
         for key, (partition, named, remote) in partitions:
-            with staged(remote):
+            with staged(remote, prune=False):  # the staging root goes at `layout.close`
                 outcomes[key] = v.check_partition(partition, named, deep, by_partition[key])
         return outcomes
     described = sc.parallelize(partitions, max(1, min(len(partitions), cores)))
