@@ -29,6 +29,7 @@ import base64
 import json
 import os
 import random
+import re
 import shutil
 import signal
 import time
@@ -44,7 +45,8 @@ from .runner import _on_alarm, run_in_process
 KINDS = ("parse", "dump", "recover", "retention", "compaction")
 RETENTION_EVERY = 2
 """One retention case per this many segment cases."""
-TIME_LIMIT = 60.0
+TIME_LIMIT = 600.0
+"""Seconds one of our command runs may take (generous: the first run of a compiled kernel compiles it)."""
 REPRODUCE_VARIABLE = "KAFKALOG_KAFKA_DIFF_DIR"
 """Where differing cases are saved (default: kafkalog-kafka-diff/ in the system's temp dir)."""
 BOMBS = "00000000000000000200.log"
@@ -78,6 +80,8 @@ class Report:
     details: dict[str, int] = field(default_factory=dict)
     """What those cases compared (batches, records, files, segments, ...)."""
     differences: list[Difference] = field(default_factory=list)
+    open: list[Difference] = field(default_factory=list)
+    """Differences of a kind listed in OPEN_DIFFERENCES: saved and counted, not failed on."""
     seconds: float = 0.0
 
     def count(self, name: str, n: int = 1) -> None:
@@ -87,7 +91,29 @@ class Report:
         kinds = ", ".join(f"{k} {n}" for k, n in self.compared.items())
         details = ", ".join(f"{k} {n}" for k, n in sorted(self.details.items()))
         return (f"seed {self.run_seed}: compared with Kafka in {self.seconds} s: {kinds} ({details}); "
-                f"{len(self.differences)} differences")
+                f"{len(self.differences)} differences, {len(self.open)} open ones")
+
+
+OPEN_DIFFERENCES = (  # (kind, pattern of the difference, what it is): known, not fixed yet
+    ("parse", r"(key|value)Size: ours -1 vs Kafka -\d\d+|Size: -1 .* vs Kafka .*Size: -\d\d+",
+     "a V0/V1 key or value size field below -1: Kafka reports the field, we -1 (a null)"),
+    ("dump", r"(key|value)Size: -1 .* vs Kafka .*(key|value)Size: -\d\d+",
+     "a V0/V1 key or value size field below -1: Kafka prints the field, we -1 (a null)"),
+    ("parse", r"control record key is \d+ bytes",
+     "a control record whose key is short or null: Kafka's iterator returns it (and fails later reading it); "
+     "ours fails the batch's records"),
+    ("recover", r"NullPointerException",
+     "Kafka's recovery throws a NullPointerException on a marker with a null key; ours goes on"),
+)
+"""Each is in the README's list of open differences; a case of one is saved as open-<kind>-..."""
+
+
+def open_difference(kind: str, found: list[str]) -> str | None:
+    """The OPEN_DIFFERENCES entry every one of `found` is an instance of, or None."""
+    for open_kind, pattern, what in OPEN_DIFFERENCES:
+        if open_kind == kind and all(re.search(pattern, line) for line in found):
+            return what
+    return None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -427,7 +453,8 @@ def compare_recover(partition: Path, work: Path, truncate: bool, interval: int, 
         return []  # OPEN: Kafka's readNextOffset throws after recovery kept it; ours says nothing (see README)
     if summary.get("outcome") != "ok":
         report.count("recoveries Kafka failed")
-        return [] if result.code == 1 else [f"Kafka's recovery threw ({summary.get('exception')}) but ours exit "
+        thrown = summary.get("exception") or next((s.get("exception") for s in segments if s.get("exception")), None)
+        return [] if result.code == 1 else [f"Kafka's recovery threw ({thrown}) but ours exit "
                                             f"{result.code}: {out[-300:]}"]
     found = []
     failed = {s["baseOffset"] for s in segments if s["status"] != "recovered"}
@@ -665,13 +692,18 @@ class Runner:
     def _differences(self, kind: str, number: int, found: list[str], root: Path, params: dict) -> list[Difference]:
         if not found:
             return []
-        saved = self.save_dir / f"{kind}-seed{self.run_seed}-case{number}"
+        known = open_difference(kind, found)
+        saved = self.save_dir / f"{'open-' if known else ''}{kind}-seed{self.run_seed}-case{number}"
         shutil.rmtree(saved, ignore_errors=True)
         shutil.copytree(root, saved / "inputs", symlinks=True)
         what = "; ".join(found[:3])
         (saved / "case.json").write_text(json.dumps({"kind": kind, "seed": self.run_seed, "case": number,
                                                      "difference": what, **params}, indent=1) + "\n")
         difference = Difference(kind, number, what, saved)
+        if known:
+            self.report.count(f"open differences: {known}")
+            self.report.open.append(difference)
+            return []
         self.report.differences.append(difference)
         return [difference]
 
