@@ -50,6 +50,8 @@ def test_kafka_and_we_read_recover_dump_and_retain_alike(kafka, tmp_path):
     print(f"seed {seed} ({SEED_VARIABLE}={seed} reproduces this run); corpus seeds from {[c.name for c in corpus]}")
     report = against_kafka.run(seed, corpus=corpus, work_dir=tmp_path, orc=kafka, segment_cases=SEGMENT_CASES)
     print(report.summary())
+    for difference in report.open:
+        print(f"open (known, README): {difference}")
     assert report.compared == {"parse": SEGMENT_CASES, "recover": SEGMENT_CASES, "dump": SEGMENT_CASES,
                                "retention": SEGMENT_CASES // against_kafka.RETENTION_EVERY}
     assert report.details["batches"] > 100 and report.details["segments judged"] > 10

@@ -127,3 +127,16 @@ def test_every_legacy_magic_but_0_has_v1s_layout_and_no_deep_records(tmp_path):
             assert "Invalid wrapper magic found in legacy deep record iterator -1" in str(exc)
         else:
             raise AssertionError("a wrapper of magic -1 has no records")
+
+
+def test_record_timestamps_and_offsets_wrap_as_javas_longs():
+    """DefaultRecord: baseTimestamp + timestampDelta in a long (Kafka: 9223372036854772850 where we
+    said -9223372036854778766)."""
+    from kafkalog_tools.formats.record_batch import decode_records, parse_batch
+
+    long_max = (1 << 63) - 1
+    batch = build_batch(long_max - 1, [build_record(3, 5, b"k", b"v")], base_timestamp=long_max - 2,
+                        max_timestamp=long_max)
+    parsed = parse_batch(batch, 0, "x")
+    for records in (decode_records(parsed), decode_records_reference(parsed)):
+        assert records[0].timestamp == -(1 << 63) + 2 and records[0].offset == -(1 << 63) + 1

