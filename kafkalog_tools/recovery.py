@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
+from . import codecs
 from .errors import CorruptDataError, InputError, KafkaLogError
 from .formats import offset_index, producer_snapshot, time_index, txn_index
 from .formats.index_file import read_index_bytes
@@ -202,6 +203,12 @@ class ProducerState:
             self.ongoing[batch.base_offset] = batch.producer_id
 
     def _apply_marker(self, batch: Batch, status: ProducerStatus) -> AbortedTxn | None:
+        if batch.count != 0 and batch.compression_id not in codecs.NAMES:
+            # DefaultRecordBatch.iterator asks for the codec before reading a record, and
+            # CompressionType.forId's IllegalArgumentException is not caught by LogSegment.recover:
+            # the recovery fails (found by the differential run against Kafka)
+            raise ProducerStateError(f"Unknown compression type id: {batch.compression_id}", path=batch.path,
+                                     position=batch.position + 21, expected="0-4", actual=batch.compression_id)
         records = batch.records()
         if not records:
             return None  # the cleaner emptied it: the whole transaction is gone

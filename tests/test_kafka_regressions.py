@@ -140,3 +140,28 @@ def test_record_timestamps_and_offsets_wrap_as_javas_longs():
     parsed = parse_batch(batch, 0, "x")
     for records in (decode_records(parsed), decode_records_reference(parsed)):
         assert records[0].timestamp == -(1 << 63) + 2 and records[0].offset == -(1 << 63) + 1
+
+
+def test_a_transaction_marker_of_an_unknown_codec_fails_kafkas_recovery(tmp_path):
+    """DefaultRecordBatch.iterator asks CompressionType.forId for the codec before it reads a record;
+    its IllegalArgumentException ('Unknown compression type id: 7') is not caught by
+    LogSegment.recover, so Kafka's recovery fails: nothing is cut, nothing written (we cut the
+    marker off and exited 0)."""
+    from kafkalog_tools.formats.record_batch import ATTR_CONTROL, ATTR_TRANSACTIONAL
+    from tests.test_hostile_dump import with_crc
+
+    partition = tmp_path / "t-0"
+    partition.mkdir()
+    data = build_batch(0, [build_record(0, 0, b"k", b"v")], attributes=ATTR_TRANSACTIONAL, producer_id=1,
+                       producer_epoch=0, base_sequence=0, base_timestamp=T0, max_timestamp=T0)
+    marker = bytearray(build_batch(1, [build_record(0, 0, b"\x00\x00\x00\x01", b"\x00\x00\x00\x00\x00\x03")],
+                                   attributes=ATTR_TRANSACTIONAL | ATTR_CONTROL, producer_id=1, producer_epoch=0,
+                                   base_timestamp=T0, max_timestamp=T0))
+    struct.pack_into(">h", marker, 21, struct.unpack_from(">h", marker, 21)[0] | 7)
+    log = partition / "00000000000000000000.log"
+    log.write_bytes(data + with_crc(bytes(marker)))
+    before = log.read_bytes()
+    result = CliRunner().invoke(cli, ["rebuild-index", "--truncate", "--no-backup", "--format", "json", str(partition)])
+    assert result.exit_code == 1, result.output
+    assert "Unknown compression type id: 7" in result.output
+    assert log.read_bytes() == before

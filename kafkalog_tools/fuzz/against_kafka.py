@@ -102,9 +102,6 @@ OPEN_DIFFERENCES = (  # (kind, pattern of the difference, what it is): known, no
     ("parse", r"control record key is \d+ bytes",
      "a control record whose key is short or null: Kafka's iterator returns it (and fails later reading it); "
      "ours fails the batch's records"),
-    ("dump", r"--transaction-log-decoder.*partitions=\[",
-     "__transaction_state: Kafka 4.0 prints a transaction's partitions in its set's iteration order (issue 21, "
-     "parts 1-2)"),
     ("dump", r"vs Kafka 'baseOffset: .* size: (1[4-9]|[2-5]\d|60) magic: ([2-9]|\d\d+) ",
      "a V2 entry (magic >= 2) shorter than a batch header: kafka-dump-log prints header fields read from the bytes after it; "
      "we print none"),
@@ -299,6 +296,7 @@ def _compare_record(record, kafka_record: dict, magic: int, decode: str | None, 
 PAYLOADS = {  # topic -> (kafka-oracle --decode kind, our decoder's name)
     "__consumer_offsets": ("consumer-offsets", "consumer-offsets"),
     "__transaction_state": ("transaction-log", "transaction-log"),
+    "__share_group_state": ("share-group-state", "share-group-state"),
 }
 """Internal topics whose payloads are compared with Kafka's JSON converters. A new decoder is
 compared by adding its topic here (and, where its JSON differs in shape, a case in `compare_payload`)."""
@@ -372,31 +370,9 @@ def dump_flags(rng: random.Random, topic: str) -> list[str]:
     return flags
 
 
-PENDING_DECODER_TYPES = {"--offsets-decoder": {"5", "9", "10", "11", "12", "13", "14", "15", "16"}}
-"""Record types whose text kafka-dump-log 4.0 prints otherwise than we do today (KIP-848 member
-metadata's classicMemberMetadata, share groups, regular expressions: issue 21, parts 1-2). Their
-lines are left out of the comparison on both sides, and counted; empty this when they are done."""
-
-
-def _without_record_types(text: str, types: set[str]) -> tuple[str, int]:
-    """`text` without the record lines whose decoded key has one of `types`; and how many went."""
-    kept, dropped = [], 0
-    for line in text.split("\n"):
-        if 'key: {"type":"' in line:
-            key_type = line.split('key: {"type":"', 1)[1].split('"', 1)[0]
-        elif "key: Unknown record type " in line:  # ours, for a type it keeps raw
-            key_type = line.split("key: Unknown record type ", 1)[1].split(" ", 1)[0]
-        else:
-            key_type = None
-        if line.startswith("| offset: ") and key_type in types:
-            dropped += 1
-        else:
-            kept.append(line)
-    return "\n".join(kept), dropped
-
-
 DUMP_DECODERS = {"__consumer_offsets": "--offsets-decoder", "__transaction_state": "--transaction-log-decoder",
-                 "__cluster_metadata": "--cluster-metadata-decoder"}
+                 "__cluster_metadata": "--cluster-metadata-decoder", "__share_group_state": "--share-group-state-decoder",
+                 "__remote_log_metadata": "--remote-log-metadata-decoder"}
 
 
 def compare_dump(path: Path, flags: list[str], kafka_text: str, kafka_threw: bool, report: Report) -> list[str]:
@@ -408,11 +384,6 @@ def compare_dump(path: Path, flags: list[str], kafka_text: str, kafka_threw: boo
     if result.failure:
         return [f"our dump failed: {result.failure}: {result.detail[-800:]}"]
     report.count("dump lines", kafka_text.count("\n"))
-    if any(flag in flags for flag in PENDING_DECODER_TYPES):
-        pending = PENDING_DECODER_TYPES[next(flag for flag in flags if flag in PENDING_DECODER_TYPES)]
-        kafka_text, dropped = _without_record_types(kafka_text, pending)
-        out, _ = _without_record_types(out, pending)
-        report.count("dump lines of Kafka 4 record types not compared (open: issue 21 part 1)", dropped)
     if kafka_threw:
         report.count("dumps Kafka's tool threw on")
         kafka_text = kafka_text[: kafka_text.rfind("\n") + 1]
