@@ -33,7 +33,7 @@ from .schema import derive_struct, struct_fields
 from .formats.batch import INT32_MAX, Batch
 from .formats.logdir import LOCAL, LocalFiles, LogDir, PartitionDir, Segment, classify, read_partition_dir
 from .formats import bulk_scan
-from .formats.record_batch import ATTR_CONTROL, ATTR_TRANSACTIONAL, HEADER, HEADER_SIZE, parse_batch
+from .formats.record_batch import ATTR_CONTROL, ATTR_TRANSACTIONAL, HEADER, HEADER_SIZE, RecordBatchV2, parse_batch
 from .formats.segment import HEADER_SIZE_UP_TO_MAGIC as SEGMENT_HEADER_UP_TO_MAGIC, LOG_OVERHEAD, MIN_ENTRY_SIZE
 from .formats.segment import BadEntry, SegmentFile, Stop, offset_from_name
 from .formats.txn_index import AbortedTxn
@@ -53,6 +53,17 @@ ProgressCallback = Callable[[int], None]
 
 class ProducerStateError(CorruptDataError):
     """The log breaks a producer-state rule that makes Kafka's loading throw (not truncate)."""
+
+
+def marker_records(batch: Batch) -> list:
+    """A control batch's records as ProducerAppendInfo reads its marker. DefaultRecordBatch.iterator
+    asks for the codec before it reads a record, and CompressionType.forId's IllegalArgumentException
+    is not caught by LogSegment.recover: an unknown codec fails the recovery, where an unreadable
+    record cuts the log after the marker (found by the differential run against Kafka)."""
+    if isinstance(batch, RecordBatchV2) and batch.count != 0 and batch.compression_id not in codecs.NAMES:
+        raise ProducerStateError(f"Unknown compression type id: {batch.compression_id}", path=batch.path,
+                                 position=batch.position + 21, expected="0-4", actual=batch.compression_id)
+    return batch.records()
 
 
 @dataclass(slots=True)
@@ -203,13 +214,7 @@ class ProducerState:
             self.ongoing[batch.base_offset] = batch.producer_id
 
     def _apply_marker(self, batch: Batch, status: ProducerStatus) -> AbortedTxn | None:
-        if batch.count != 0 and batch.compression_id not in codecs.NAMES:
-            # DefaultRecordBatch.iterator asks for the codec before reading a record, and
-            # CompressionType.forId's IllegalArgumentException is not caught by LogSegment.recover:
-            # the recovery fails (found by the differential run against Kafka)
-            raise ProducerStateError(f"Unknown compression type id: {batch.compression_id}", path=batch.path,
-                                     position=batch.position + 21, expected="0-4", actual=batch.compression_id)
-        records = batch.records()
+        records = marker_records(batch)
         if not records:
             return None  # the cleaner emptied it: the whole transaction is gone
         marker = records[0].control

@@ -49,8 +49,8 @@ from .formats.segment import all_zero as _all_zero, next_non_zero as _next_non_z
 from .formats.time_index import TimeIndex
 from .formats.txn_index import AbortedTxn, TransactionIndex
 from .payloads.versions import newer_versions
-from .recovery import (ProducerState, ProducerStateError, RecoveryDrops, recovery_drops, segment_of,
-                       starting_producer_state)
+from .recovery import (ProducerState, ProducerStateError, RecoveryDrops, marker_records, recovery_drops,
+                       segment_of, starting_producer_state)
 
 ERROR, WARNING, INFO = "error", "warning", "info"
 MAX_FINDINGS_PER_CODE = 100
@@ -211,7 +211,8 @@ class Verification:
             yield _PartitionCheck(partition, named, self.deep, summary,
                                   functools.partial(self._check_segment, live=target.live))
 
-    def _check_segment(self, segment: Segment, is_active: bool, on_batch: "BatchConsumer", live: bool) -> "SegmentReport":
+    def _check_segment(self, segment: Segment, is_active: bool, on_batch: "BatchConsumer",
+                       live: bool) -> "SegmentReport":
         return check_segment(segment, is_active, self.deep, self.on_progress, on_batch, live)
 
 
@@ -729,10 +730,10 @@ class BatchFacts(NamedTuple):
         marker = None
         if batch.is_control and batch.magic >= 2 and batch.producer_id >= 0:
             try:
-                marker = batch.records()[:1]
-            except CorruptDataError as exc:
-                marker = CorruptDataError(exc.message, path=exc.path, position=exc.position,
-                                          expected=_plain(exc.expected), actual=_plain(exc.actual))
+                marker = marker_records(batch)[:1]
+            except CorruptDataError as exc:  # a ProducerStateError stays one: Kafka's recovery throws there
+                marker = type(exc)(exc.message, path=exc.path, position=exc.position,
+                                   expected=_plain(exc.expected), actual=_plain(exc.actual))
         return cls(batch.path, batch.position, base, batch.last_offset, batch.magic, batch.partition_leader_epoch,
                    batch.producer_id, batch.producer_epoch, batch.base_sequence, batch.last_sequence,
                    batch.is_transactional, batch.is_control, batch.max_timestamp, marker)

@@ -197,14 +197,14 @@ class _TappedVerification(verify.Verification):
             self._checking = (number, str(check.partition.path))
             yield check
 
-    def _check_segment(self, segment: Segment, is_active: bool, on_batch):
+    def _check_segment(self, segment: Segment, is_active: bool, on_batch, live: bool):
         timeline = self.timelines.setdefault(self._checking, Timeline())
 
         def tee(facts):
             timeline.add(facts)  # first: a FactsRun's columns are overwritten once on_batch returns
             on_batch(facts)
 
-        return super()._check_segment(segment, is_active, tee)
+        return super()._check_segment(segment, is_active, tee, live)
 
 
 # ---------------------------------------------------------------------------------------------
