@@ -7,17 +7,10 @@ import shutil
 
 import pytest
 
-from kafkalog_tools.cli import main
 from kafkalog_tools.output.grouped import Item, TextOut, group_lines, partition_of, report_lines
+from tests.test_evidence_safety import kafkalog
 
 MIXED = "golden-v2-mixed-0"
-
-
-def kafkalog(capsys, *args) -> tuple[int, str, str]:
-    with pytest.raises(SystemExit) as exited:
-        main([str(a) for a in args])
-    out, err = capsys.readouterr()
-    return exited.value.code, out, err
 
 
 def test_verify_groups_a_real_broker_dir(capsys, real):
