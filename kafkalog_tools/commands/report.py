@@ -12,7 +12,7 @@ from .. import retention
 from .. import verify as v
 from ..output import EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE, escape_undecodable
 from ..output.progress import byte_progress
-from .retention import time_option
+from .retention import retention_options
 
 
 @click.command("report")
@@ -21,13 +21,7 @@ from .retention import time_option
 @click.option("--output", "-o", type=click.Path(dir_okay=False, allow_dash=True), metavar="FILE",
               help="The HTML file to write (replaced whole: written to a temp file, then renamed into place). "
                    "- or none: stdout, unless that is a terminal.")
-@click.option("--now", callback=time_option, metavar="TIME",
-              help="Evaluate retention at this time (epoch ms or ISO-8601; a time without zone is UTC). "
-                   "Default: the current time.")
-@click.option("--retention-ms", type=int, default=retention.DEFAULT_RETENTION_MS, show_default=True,
-              help="The topics' retention.ms for the retention section; -1 switches time retention off.")
-@click.option("--retention-bytes", type=int, default=retention.UNLIMITED, show_default=True,
-              help="The topics' retention.bytes per partition; -1 is unlimited.")
+@retention_options
 @click.option("--shallow", is_flag=True, help="Check batch headers and CRCs only (verify --shallow).")
 @click.option("--max-findings", type=click.IntRange(min=1), default=v.MAX_FINDINGS_PER_CODE, show_default=True,
               help="Findings kept per file and kind; the rest are counted.")

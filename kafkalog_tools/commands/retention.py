@@ -18,15 +18,24 @@ def time_option(ctx, param, value):
     return parse_time(value)
 
 
+def retention_options(command):
+    """--now, --retention-ms and --retention-bytes: what retention is judged by (retention, report)."""
+    for option in reversed((
+        click.option("--now", callback=time_option, metavar="TIME",
+                     help="Evaluate retention at this time (epoch ms or ISO-8601; a time without zone is UTC). "
+                          "Default: the current time."),
+        click.option("--retention-ms", type=int, default=retention.DEFAULT_RETENTION_MS, show_default=True,
+                     help="The topics' retention.ms; -1 switches time retention off."),
+        click.option("--retention-bytes", type=int, default=retention.UNLIMITED, show_default=True,
+                     help="The topics' retention.bytes per partition; -1 is unlimited."),
+    )):
+        command = option(command)
+    return command
+
+
 @click.command("retention")
 @click.argument("paths", nargs=-1, required=True, metavar="PATH...")
-@click.option("--now", callback=time_option, metavar="TIME",
-              help="Evaluate retention at this time (epoch ms or ISO-8601; a time without zone is UTC). "
-                   "Default: the current time.")
-@click.option("--retention-ms", type=int, default=retention.DEFAULT_RETENTION_MS, show_default=True,
-              help="The topic's retention.ms; -1 switches time retention off.")
-@click.option("--retention-bytes", type=int, default=retention.UNLIMITED, show_default=True,
-              help="The topic's retention.bytes per partition; -1 is unlimited.")
+@retention_options
 @click.option("--log-start-offset", type=click.IntRange(min=0),
               help="The log start offset. Default: the log dir's log-start-offset-checkpoint entry, never below "
                    "the first segment's base offset.")
