@@ -23,7 +23,7 @@ from .errors import CorruptDataError, InputError, KafkaLogError
 from .formats import (bulk_scan, checkpoint, legacy, logdir, offset_index, producer_snapshot, properties, time_index,
                       txn_index)
 from .formats.batch import Batch, Record
-from .formats.bulk_scan import (ATTRIBUTES, B_COUNT, B_POSITION, BASE_OFFSET, BASE_SEQUENCE, BASE_TIMESTAMP, FIELD_AT,
+from .formats.bulk_scan import (ATTRIBUTES, B_ATTRIBUTES, B_COUNT, B_POSITION, BASE_OFFSET, BASE_SEQUENCE, BASE_TIMESTAMP, FIELD_AT,
                                 LAST_OFFSET_DELTA, LEADER_EPOCH, MAX_TIMESTAMP, POSITION, PRODUCER_EPOCH, PRODUCER_ID,
                                 R_OFFSET, RECORDS_COUNT, SIZE)
 from .formats.record_batch import ATTR_CODEC, ATTR_CONTROL, HEADER_SIZE
@@ -467,6 +467,10 @@ def _dump_log(path: str, kind: str, options: DumpOptions, topic: str | None, act
                         "picks the format, but no Kafka version writes it", path=path,
                         position=entry.position + 16, expected="0, 1 or 2", actual=entry.magic))
                 item = BatchItem(entry)
+                if entry.compression_id not in codecs.NAMES and not decode_records:  # (decoding says it)
+                    yield item
+                    yield Problem(_unknown_codec(path, entry))
+                    continue
                 if decode_records:
                     try:
                         records = entry.records()
@@ -506,6 +510,13 @@ def _dump_log(path: str, kind: str, options: DumpOptions, topic: str | None, act
                            "--truncate` does the same offline, with a backup)")
             yield Trailing(path, start, end - start, reason, live)
 
+
+
+def _unknown_codec(path: str, entry: Batch) -> CorruptDataError:
+    """What kafka-dump-log throws on (CompressionType.forId), said of the attributes' codec bits."""
+    at = entry.position + (FIELD_AT["attributes"] + 1 if entry.magic >= 2 else legacy.LOG_OVERHEAD + 5)
+    return CorruptDataError(f"unknown compression codec id {entry.compression_id}: no Kafka version reads this "
+                            "entry's records", path=path, position=at, expected="0-4", actual=entry.compression_id)
 
 
 def _written_into_zeros(segment: SegmentFile, entry: Batch | BadEntry) -> bool:
@@ -571,10 +582,10 @@ class _BulkDump:
                 row = 0
             self.reader.read_anything(True)
             stop = self.n
-            if self.decoded:
-                refused = np.flatnonzero(self.first_record[row:stop] == bulk_scan.NOT_DECODED)
-                if len(refused):
-                    stop = row + int(refused[0])
+            refused = np.flatnonzero(self.first_record[row:stop] == bulk_scan.NOT_DECODED if self.decoded
+                                     else self.batches[B_ATTRIBUTES, row:stop] & ATTR_CODEC > max(codecs.NAMES))
+            if len(refused):
+                stop = row + int(refused[0])
             if stop > row:
                 yield self._run(row, stop)
             if stop < self.n:

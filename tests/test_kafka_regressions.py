@@ -6,6 +6,8 @@ from __future__ import annotations
 import struct
 import zlib
 
+import pytest
+
 from click.testing import CliRunner
 
 from kafkalog_tools.cli import cli
@@ -165,3 +167,25 @@ def test_a_transaction_marker_of_an_unknown_codec_fails_kafkas_recovery(tmp_path
     assert result.exit_code == 1, result.output
     assert "Unknown compression type id: 7" in result.output
     assert log.read_bytes() == before
+
+
+@pytest.mark.parametrize("bulk", ["never", "always"])
+def test_dump_says_an_unknown_codec_is_an_error_where_kafka_dump_log_throws(tmp_path, monkeypatch, bulk):
+    """kafka-dump-log asks CompressionType.forId for the codec of every entry it prints and throws
+    'Unknown compression type id: 7' (seed 1234884576, case 54); we print the entry's line, as far as
+    Kafka got, say on stderr where the codec bits are, go on, and exit 1 (we exited 0, silent)."""
+    monkeypatch.setenv("KAFKALOG_BULK", bulk)
+    v1 = tmp_path / "00000000000000000000.log"
+    v1.write_bytes(b"".join(legacy.build_entry(n, 1, b"k", b"v", timestamp=T0, attributes=7 if n == 1 else 0)
+                            for n in range(3)))
+    v2 = tmp_path / "00000000000000000100.log"
+    v2.write_bytes(FIRST + raw_batch(build_record(0, 0, b"k", b"v"), codec=6) + FIRST)
+    for path, line, byte in ((v1, "offset: 1 position: 36 CreateTime: 1700000000000 size: 36 magic: 1 "
+                                  "compresscodec: unknown(7)", 36 + 17),
+                             (v2, "position: 72 CreateTime: -1 size: 70 magic: 2 compresscodec: unknown(6)",
+                              72 + 22)):
+        result = CliRunner().invoke(cli, ["dump", "--format", "text", str(path)])
+        assert result.exit_code == 1, result.output
+        assert line in result.stdout
+        assert f"{path}: byte {byte}: unknown compression codec id" in result.stderr
+        assert result.stdout.count("position: ") == 3  # and the entry after it

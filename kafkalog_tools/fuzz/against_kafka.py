@@ -108,9 +108,6 @@ OPEN_DIFFERENCES = (  # (kind, pattern of the difference, what it is): known, no
     ("retention", r"log start offset past the log end, Kafka's loader deletes every segment",
      "a log start offset past the log end: Kafka's loader deletes every segment, the active one too, and rolls "
      "a new one; ours keeps the last"),
-    ("dump", r"Kafka's tool throws, ours exit 1 and says ''$",
-     "kafka-dump-log throws where ours flags the entry by its exit code alone (a V0/V1 codec id above 3: "
-     "Kafka's 'Unknown compression type id', our 'compresscodec: unknown(N)')"),
     ("recover", r"^Kafka's recovery threw \(\{'class': '(java\.lang\.IllegalArgumentException|java\.lang\.IndexOutOfBounds"
                 r"Exception|java\.nio\.BufferUnderflowException|org\.apache\.kafka\.common\.KafkaException)'.* but ours exit 0",
      "an entry whose reading in LogSegment.recover throws a runtime exception that recovery does not catch (an "
