@@ -189,3 +189,39 @@ def test_dump_says_an_unknown_codec_is_an_error_where_kafka_dump_log_throws(tmp_
         assert line in result.stdout
         assert f"{path}: byte {byte}: unknown compression codec id" in result.stderr
         assert result.stdout.count("position: ") == 3  # and the entry after it
+
+
+def test_internal_topic_keys_kafkas_decoders_cannot_read_print_or_fail_as_kafka_dump_log_does(tmp_path):
+    """Kafka 4.0's CoordinatorRecordSerde says 'Could not read version from key's buffer.' for a key
+    shorter than its int16 type, and a key struct cut short is a BufferUnderflowException ('due to:
+    null.'); DumpLogSegments throws on a record without a key, and TransactionLog on a key it cannot
+    read: kafka-dump-log stops there, we report an error (exit 1) and go on (seed 20261124, case
+    392; we printed construct's messages, and nothing at all for the transaction log)."""
+    def dump(topic: str, key: bytes | None, flag: str):
+        partition = tmp_path / f"{topic}-0"
+        partition.mkdir(exist_ok=True)
+        log = partition / "00000000000000000000.log"
+        log.write_bytes(build_batch(0, [build_record(0, 0, key, b"\x00\x01")], base_timestamp=T0, max_timestamp=T0))
+        result = CliRunner().invoke(cli, ["dump", "--format", "text", "--deep-iteration", flag, str(log)])
+        line = result.stdout.splitlines()[3]
+        assert line.startswith("| offset: 0 CreateTime: 1700000000000 keySize: "), result.output
+        return result, line[line.index("headerKeys: []") + len("headerKeys: []"):]
+
+    for topic, flag in (("__consumer_offsets", "--offsets-decoder"), ("__share_group_state", "--share-group-state-decoder")):
+        result, text = dump(topic, b"", flag)
+        assert (result.exit_code, text) == (0, " key: Error at offset 0, skipping. Could not read version from key's buffer.")
+        result, text = dump(topic, b"\x00\x01\x00", flag)
+        assert (result.exit_code, text) == (0, " key: Error at offset 0, skipping. Could not read record with version 1 "
+                                               "from key's buffer due to: null.")
+        result, text = dump(topic, b"\x00\x01\x10\x14" + b"g" * 37, flag)  # seed 20261124, case 613
+        assert (result.exit_code, text) == (0, " key: Error at offset 0, skipping. Could not read record with version 1 "
+                                               "from key's buffer due to: Error reading byte array of 4116 byte(s): "
+                                               "only 37 byte(s) available.")
+        result, text = dump(topic, None, flag)
+        decoder = "offset topic" if topic == "__consumer_offsets" else "share group state topic"
+        assert (result.exit_code, text) == (1, "")
+        assert f"Failed to decode message at offset 0 using {decoder} decoder (message had a missing key)" in result.stderr
+    for key in (b"", b"\x00", None):
+        result, text = dump("__transaction_state", key, "--transaction-log-decoder")
+        assert (result.exit_code, text) == (1, ""), result.output
+        assert "error" in result.stderr
