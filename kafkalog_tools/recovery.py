@@ -31,9 +31,11 @@ from .formats import offset_index, producer_snapshot, time_index, txn_index
 from .formats.index_file import read_index_bytes
 from .schema import derive_struct, struct_fields
 from .formats.batch import INT32_MAX, Batch
+from .formats.control import MissingControlKeyError
 from .formats.logdir import LOCAL, LocalFiles, LogDir, PartitionDir, Segment, classify, read_partition_dir
 from .formats import bulk_scan
-from .formats.record_batch import ATTR_CONTROL, ATTR_TRANSACTIONAL, HEADER, HEADER_SIZE, RecordBatchV2, parse_batch
+from .formats.record_batch import (ATTR_CONTROL, ATTR_TRANSACTIONAL, HEADER, HEADER_SIZE, RecordBatchV2,
+                                   VarintTooLongError, parse_batch)
 from .formats.segment import HEADER_SIZE_UP_TO_MAGIC as SEGMENT_HEADER_UP_TO_MAGIC, LOG_OVERHEAD, MIN_ENTRY_SIZE
 from .formats.segment import BadEntry, SegmentFile, Stop, offset_from_name
 from .formats.txn_index import AbortedTxn
@@ -58,12 +60,20 @@ class ProducerStateError(CorruptDataError):
 def marker_records(batch: Batch) -> list:
     """A control batch's records as ProducerAppendInfo reads its marker. DefaultRecordBatch.iterator
     asks for the codec before it reads a record, and CompressionType.forId's IllegalArgumentException
-    is not caught by LogSegment.recover: an unknown codec fails the recovery, where an unreadable
-    record cuts the log after the marker (found by the differential run against Kafka)."""
+    is not caught by LogSegment.recover: an unknown codec fails the recovery, as a marker without a
+    key (a NullPointerException) or with a varint too long (an IllegalArgumentException) does, where
+    an unreadable record cuts the log after the marker (found by the differential run against Kafka)."""
     if isinstance(batch, RecordBatchV2) and batch.count != 0 and batch.compression_id not in codecs.NAMES:
         raise ProducerStateError(f"Unknown compression type id: {batch.compression_id}", path=batch.path,
                                  position=batch.position + 21, expected="0-4", actual=batch.compression_id)
-    return batch.records()
+    try:
+        return batch.records()
+    except MissingControlKeyError as exc:  # ControlRecordType.parse(null): a NullPointerException
+        raise ProducerStateError(f"NullPointerException reading the marker: {exc.message}", path=exc.path,
+                                 position=exc.position, expected="a control key", actual="null") from None
+    except VarintTooLongError as exc:
+        raise ProducerStateError(f"IllegalArgumentException reading the marker: {exc.message}", path=exc.path,
+                                 position=exc.position) from None
 
 
 @dataclass(slots=True)

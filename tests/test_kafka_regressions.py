@@ -225,3 +225,45 @@ def test_internal_topic_keys_kafkas_decoders_cannot_read_print_or_fail_as_kafka_
         result, text = dump("__transaction_state", key, "--transaction-log-decoder")
         assert (result.exit_code, text) == (1, ""), result.output
         assert "error" in result.stderr
+
+
+def _marker_partition(tmp_path, marker_record: bytes):
+    from kafkalog_tools.formats.record_batch import ATTR_CONTROL, ATTR_TRANSACTIONAL
+    from tests.test_hostile_dump import with_crc
+
+    partition = tmp_path / "t-0"
+    partition.mkdir()
+    data = build_batch(0, [build_record(0, 0, b"k", b"v")], attributes=ATTR_TRANSACTIONAL, producer_id=1,
+                       producer_epoch=0, base_sequence=0, base_timestamp=T0, max_timestamp=T0)
+    marker = build_batch(1, [marker_record], attributes=ATTR_TRANSACTIONAL | ATTR_CONTROL, producer_id=1,
+                         producer_epoch=0, base_timestamp=T0, max_timestamp=T0)
+    log = partition / "00000000000000000000.log"
+    log.write_bytes(data + with_crc(marker) + build_batch(2, [build_record(0, 0, b"k", b"v")], base_timestamp=T0,
+                                                          max_timestamp=T0))
+    return partition, log
+
+
+@pytest.mark.parametrize("record, kafka_throws", [
+    (build_record(0, 0, None, b"\x00\x00\x00\x00\x00\x03"), "NullPointerException"),
+    (b"\xff" * 5 + build_record(0, 0, b"\x00\x00\x00\x00", b"\x00\x00\x00\x00\x00\x03")[1:], "IllegalArgumentException"),
+])
+def test_a_marker_kafkas_recovery_throws_on_fails_rebuild_index(tmp_path, record, kafka_throws):
+    """A marker without a key (ControlRecordType.parse: NullPointerException) or whose record length
+    varint runs past 5 bytes (read before DefaultRecord.readFrom's try: IllegalArgumentException):
+    LogSegment.recover does not catch either, so Kafka's recovery fails, nothing cut (we cut the marker
+    off). A longer varint elsewhere in the record is an InvalidRecordException: recovery cuts there."""
+    partition, log = _marker_partition(tmp_path, record)
+    before = log.read_bytes()
+    result = CliRunner().invoke(cli, ["rebuild-index", "--truncate", "--no-backup", "--format", "json", str(partition)])
+    assert result.exit_code == 1, result.output
+    assert kafka_throws in result.output
+    assert log.read_bytes() == before
+
+
+def test_a_marker_with_a_long_timestamp_varint_is_cut_by_recovery(tmp_path):
+    record = build_record(0, 0, b"\x00\x00\x00\x00", b"\x00\x00\x00\x00\x00\x03")
+    record = record[1:2] + b"\xff" * 10 + b"\x01" + record[3:]  # attributes, then an 11-byte timestamp delta
+    partition, log = _marker_partition(tmp_path, bytes([(len(record)) << 1]) + record)
+    result = CliRunner().invoke(cli, ["rebuild-index", "--truncate", "--no-backup", "--format", "json", str(partition)])
+    assert result.exit_code == 0, result.output
+    assert log.stat().st_size == 70 + len(record) + 1 + 61  # the data batch and the marker: what comes after, cut

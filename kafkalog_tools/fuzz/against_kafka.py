@@ -111,10 +111,7 @@ OPEN_DIFFERENCES = (  # (kind, pattern of the difference, what it is): known, no
     ("recover", r"^Kafka's recovery threw \(\{'class': '(java\.lang\.IllegalArgumentException|java\.lang\.IndexOutOfBounds"
                 r"Exception|java\.nio\.BufferUnderflowException|org\.apache\.kafka\.common\.KafkaException)'.* but ours exit 0",
      "an entry whose reading in LogSegment.recover throws a runtime exception that recovery does not catch (an "
-     "unknown codec id or a failed decompression of a V0/V1 wrapper, a varint too long in a marker): Kafka's "
-     "recovery fails, ours cuts there"),
-    ("recover", r"NullPointerException",
-     "Kafka's recovery throws a NullPointerException on a marker with a null key; ours goes on"),
+     "unknown codec id or a failed decompression of a V0/V1 wrapper): Kafka's recovery fails, ours cuts there"),
 )
 """Each is in the README's list of open differences; a case of one is saved as open-<kind>-..."""
 
