@@ -267,3 +267,25 @@ def test_a_marker_with_a_long_timestamp_varint_is_cut_by_recovery(tmp_path):
     result = CliRunner().invoke(cli, ["rebuild-index", "--truncate", "--no-backup", "--format", "json", str(partition)])
     assert result.exit_code == 0, result.output
     assert log.stat().st_size == 70 + len(record) + 1 + 61  # the data batch and the marker: what comes after, cut
+
+
+def test_a_log_start_offset_past_the_log_end_deletes_every_segment(tmp_path):
+    """LogLoader.deleteSegmentsIfLogStartGreaterThanLogEnd: Kafka's retain answered every segment
+    gone and one empty segment at the log start offset (we kept the last segment)."""
+    import json
+
+    partition = tmp_path / "t-0"
+    partition.mkdir()
+    for base in (0, 3):
+        (partition / f"{base:020d}.log").write_bytes(b"".join(
+            build_batch(base + n, [build_record(0, 0, b"k", b"v")], base_timestamp=T0, max_timestamp=T0)
+            for n in range(3)))
+    result = CliRunner().invoke(cli, ["retention", "--format", "json", "--now", str(T0), "--log-start-offset", "50",
+                                      str(partition)])
+    assert result.exit_code == 0, result.output
+    objects = [json.loads(line) for line in result.stdout.splitlines()]
+    assert [(o["base_offset"], o["deleted_by"]) for o in objects if o["type"] == "segment"] == [
+        (0, "log-start-offset"), (3, "log-start-offset")]
+    summary = objects[-1]
+    assert (summary["new_log_start_offset"], summary["rolls_new_segment"], summary["new_segment_base_offset"]) == (
+        50, True, 50)

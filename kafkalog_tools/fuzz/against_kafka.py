@@ -105,9 +105,6 @@ OPEN_DIFFERENCES = (  # (kind, pattern of the difference, what it is): known, no
     ("dump", r"vs Kafka 'baseOffset: .* size: (1[4-9]|[2-5]\d|60) magic: ([2-9]|\d\d+) ",
      "a V2 entry (magic >= 2) shorter than a batch header: kafka-dump-log prints header fields read from the bytes after it; "
      "we print none"),
-    ("retention", r"log start offset past the log end, Kafka's loader deletes every segment",
-     "a log start offset past the log end: Kafka's loader deletes every segment, the active one too, and rolls "
-     "a new one; ours keeps the last"),
     ("recover", r"^Kafka's recovery threw \(\{'class': '(java\.lang\.IllegalArgumentException|java\.lang\.IndexOutOfBounds"
                 r"Exception|java\.nio\.BufferUnderflowException|org\.apache\.kafka\.common\.KafkaException)'.* but ours exit 0",
      "an entry whose reading in LogSegment.recover throws a runtime exception that recovery does not catch (an "
@@ -583,12 +580,16 @@ def compare_retention(partition: Path, options: dict, orc: oracle.Oracle, report
     if any("Deleting all segments because logEndOffset" in (line.get("message") or "")
            for line in summary.get("kafkaLog", [])):
         # the log start offset lies past the log's end: Kafka's loader deletes every segment before the
-        # retention pass runs; ours says the log start offset deletes them
+        # retention pass runs, and starts an empty one; ours says the log start offset deletes them
         theirs_deleted = [(o["base_offset"], "log-start-offset") for o in ours if o["type"] == "segment"]
         report.count("retentions where Kafka's loader deleted every segment")
         if ours_deleted != theirs_deleted:
             found.append(f"log start offset past the log end, Kafka's loader deletes every segment: ours deletes "
                          f"{ours_deleted} of {theirs_deleted} ({options})")
+        kafka_new = [segment["baseOffset"] for segment in summary.get("segmentsBefore", [])]
+        if [ours_summary.get("new_segment_base_offset")] != kafka_new:
+            found.append(f"the loader's new segment: ours at {ours_summary.get('new_segment_base_offset')} vs Kafka "
+                         f"{kafka_new} ({options})")
     elif ours_deleted != theirs_deleted:
         found.append(f"deleted (segment, reason): ours {ours_deleted} vs Kafka {theirs_deleted} ({options})")
     if ours_summary["new_log_start_offset"] != summary["logStartOffset"]:
