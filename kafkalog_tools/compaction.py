@@ -35,7 +35,7 @@ from pathlib import Path
 from .errors import CorruptDataError, InputError, KafkaLogError
 from .formats import checkpoint
 from .formats.batch import Batch, Record, java_long
-from .formats.logdir import PartitionDir, Segment
+from .formats.logdir import CLEAN_SHUTDOWN, PartitionDir, Segment
 from .formats.offset_index import OffsetIndex
 from .formats.record_batch import (ATTR_CONTROL, ATTR_DELETE_HORIZON, ATTR_LOG_APPEND_TIME, ATTR_TRANSACTIONAL,
                                    NO_TIMESTAMP, build_batch, build_record)
@@ -255,6 +255,13 @@ def analyze_partition(partition: PartitionDir, settings: CompactionSettings | No
             partition, report.log_start_offset, report.log_end_offset, report.problems)
     read = _read_segments(segments, report)
     state, aborted = _producer_state(partition, read, report)
+    if not partition.snapshots and (partition.path.parent / CLEAN_SHUTDOWN).exists():
+        # UnifiedLog.rebuildProducerState: after a clean shutdown, with no snapshot to load, Kafka snapshots
+        # an empty state at the last two segments and the log end instead of reading the log (the path of
+        # logs older than idempotence): the cleaner sees no producer and no open transaction
+        report.notes.append("no producer snapshot after a clean shutdown: Kafka's loader starts the producer state "
+                            "empty at the log end, so the cleaner keeps no producer's last batch")
+        state = ProducerState()
     # UnifiedLog.lastStableOffset: the first unstable offset when below the high watermark
     report.last_stable_offset = min([report.high_watermark] + list(state.ongoing))
     _cleanable_offsets(partition, read, report)
