@@ -467,7 +467,7 @@ def _dump_log(path: str, kind: str, options: DumpOptions, topic: str | None, act
                         "picks the format, but no Kafka version writes it", path=path,
                         position=entry.position + 16, expected="0, 1 or 2", actual=entry.magic))
                 item = BatchItem(entry)
-                if entry.compression_id not in codecs.NAMES and not decode_records:  # (decoding says it)
+                if entry.compression_id not in codecs.NAMES:  # its records cannot be read either
                     yield item
                     yield Problem(_unknown_codec(path, entry))
                     continue
@@ -585,8 +585,10 @@ class _BulkDump:
                 row = 0
             self.reader.read_anything(True)
             stop = self.n
-            refused = np.flatnonzero(self.first_record[row:stop] == bulk_scan.NOT_DECODED if self.decoded
-                                     else self.batches[B_ATTRIBUTES, row:stop] & ATTR_CODEC > max(codecs.NAMES))
+            refused = self.batches[B_ATTRIBUTES, row:stop] & ATTR_CODEC > max(codecs.NAMES)
+            if self.decoded:
+                refused |= self.first_record[row:stop] == bulk_scan.NOT_DECODED
+            refused = np.flatnonzero(refused)
             if len(refused):
                 stop = row + int(refused[0])
             if stop > row:

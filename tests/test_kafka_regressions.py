@@ -180,15 +180,20 @@ def test_dump_says_an_unknown_codec_is_an_error_where_kafka_dump_log_throws(tmp_
                             for n in range(3)))
     v2 = tmp_path / "00000000000000000100.log"
     v2.write_bytes(FIRST + raw_batch(build_record(0, 0, b"k", b"v"), codec=6) + FIRST)
+    empty = tmp_path / "00000000000000000200.log"  # count 0: no record to fail on (seed 4242, case 57)
+    empty.write_bytes(FIRST + raw_batch(b"", codec=5, count=0) + FIRST)
     for path, line, byte in ((v1, "offset: 1 position: 36 CreateTime: 1700000000000 size: 36 magic: 1 "
                                   "compresscodec: unknown(7)", 36 + 17),
                              (v2, "position: 72 CreateTime: -1 size: 70 magic: 2 compresscodec: unknown(6)",
+                              72 + 22),
+                             (empty, "position: 72 CreateTime: -1 size: 61 magic: 2 compresscodec: unknown(5)",
                               72 + 22)):
-        result = CliRunner().invoke(cli, ["dump", "--format", "text", str(path)])
-        assert result.exit_code == 1, result.output
-        assert line in result.stdout
-        assert f"{path}: byte {byte}: unknown compression codec id" in result.stderr
-        assert result.stdout.count("position: ") == 3  # and the entry after it
+        for flags in ([], ["--deep-iteration"]):
+            result = CliRunner().invoke(cli, ["dump", "--format", "text", *flags, str(path)])
+            assert result.exit_code == 1, result.output
+            assert line in result.stdout
+            assert f"{path}: byte {byte}: unknown compression codec id" in result.stderr
+            assert result.stdout.count("position: ") == 3  # and the entry after it
 
 
 def test_internal_topic_keys_kafkas_decoders_cannot_read_print_or_fail_as_kafka_dump_log_does(tmp_path):

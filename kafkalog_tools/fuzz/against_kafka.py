@@ -298,6 +298,7 @@ PAYLOADS = {  # topic -> (kafka-oracle --decode kind, our decoder's name)
     "__consumer_offsets": ("consumer-offsets", "consumer-offsets"),
     "__transaction_state": ("transaction-log", "transaction-log"),
     "__share_group_state": ("share-group-state", "share-group-state"),
+    "__remote_log_metadata": ("remote-log-metadata", "remote-log-metadata"),
 }
 """Internal topics whose payloads are compared with Kafka's JSON converters. A new decoder is
 compared by adding its topic here (and, where its JSON differs in shape, a case in `compare_payload`)."""
@@ -318,6 +319,13 @@ def compare_payload(decoder_name: str, record, kafka: dict, report: Report) -> s
         report.count("payloads not compared (kept raw)")
         return None
     report.count("payloads")
+    if decoder_name == "remote-log-metadata":  # no key; Kafka's object's toString is what its tool prints
+        theirs = {k: kafka.get(k) for k in ("apiKey", "valueVersion", "value", "toString")}
+        value = _plain(ours.value) or {}
+        mine = {"apiKey": value.get("apiKey"), "valueVersion": value.get("version"), "value": value.get("data"),
+                "toString": ours.value_text}
+        mismatch = _first_mismatch(mine, theirs)
+        return None if mismatch is None else f"decoded {mismatch}"
     theirs = {k: kafka.get(k) for k in ("keyVersion", "key", "valueVersion", "value")}
     theirs["value"] = _as_converters_write(theirs["value"])
     mismatch = _first_mismatch(_our_payload(ours), theirs)
