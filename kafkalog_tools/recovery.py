@@ -62,18 +62,24 @@ def marker_records(batch: Batch) -> list:
     asks for the codec before it reads a record, and CompressionType.forId's IllegalArgumentException
     is not caught by LogSegment.recover: an unknown codec fails the recovery, as a marker without a
     key (a NullPointerException) or with a varint too long (an IllegalArgumentException) does, where
-    an unreadable record cuts the log after the marker (found by the differential run against Kafka)."""
+    an unreadable record cuts the log after the marker. Only the first record is read: what follows
+    it, however damaged, is Kafka's concern only when something reads the batch's records (all found
+    by the differential run against Kafka)."""
     if isinstance(batch, RecordBatchV2) and batch.count != 0 and batch.compression_id not in codecs.NAMES:
         raise ProducerStateError(f"Unknown compression type id: {batch.compression_id}", path=batch.path,
                                  position=batch.position + 21, expected="0-4", actual=batch.compression_id)
     try:
         return batch.records()
-    except MissingControlKeyError as exc:  # ControlRecordType.parse(null): a NullPointerException
-        raise ProducerStateError(f"NullPointerException reading the marker: {exc.message}", path=exc.path,
-                                 position=exc.position, expected="a control key", actual="null") from None
-    except VarintTooLongError as exc:
-        raise ProducerStateError(f"IllegalArgumentException reading the marker: {exc.message}", path=exc.path,
-                                 position=exc.position) from None
+    except CorruptDataError as exc:
+        if getattr(exc, "records_before", None):
+            return exc.records_before[:1]  # ProducerAppendInfo reads the marker, the first record, and no more
+        if isinstance(exc, MissingControlKeyError):  # ControlRecordType.parse(null): a NullPointerException
+            raise ProducerStateError(f"NullPointerException reading the marker: {exc.message}", path=exc.path,
+                                     position=exc.position, expected="a control key", actual="null") from None
+        if isinstance(exc, VarintTooLongError):
+            raise ProducerStateError(f"IllegalArgumentException reading the marker: {exc.message}", path=exc.path,
+                                     position=exc.position) from None
+        raise
 
 
 @dataclass(slots=True)
@@ -411,9 +417,12 @@ def recover_segment(segment: SegmentFile, producer_state: ProducerState,
             on_progress(segment.file_size - walk.reported)
     if result.invalid is None and result.valid_bytes < segment.file_size:
         result.invalid = _tail_problem(segment)
-    # the final "max timestamp" entry that closing a segment writes
-    if result.max_timestamp > (result.time_entries[-1][0] if result.time_entries else -1):
-        result.time_entries.append((result.max_timestamp, result.offset_of_max_timestamp))
+    # the final "max timestamp" entry that closing a segment writes: TimeIndex.maybeAppend checks the
+    # offset before it looks at the timestamp, and recovery does not catch what it throws
+    try:
+        _maybe_append_time_entry(result, segment.path, result.valid_bytes)
+    except KafkaLogError as exc:
+        result.failure = exc
     return result
 
 
@@ -457,7 +466,7 @@ class _RecoveryWalk:
             result.max_timestamp, result.offset_of_max_timestamp = entry.max_timestamp, entry.last_offset
         if result.valid_bytes - self.last_indexed_position > self.index_interval_bytes:
             _append_offset_entry(result, entry)
-            _maybe_append_time_entry(result, entry)
+            _maybe_append_time_entry(result, entry.path, entry.position)
             self.last_indexed_position = result.valid_bytes
         try:
             aborted = self.producer_state.apply(entry)
@@ -594,13 +603,14 @@ def _append_offset_entry(result: SegmentRecovery, batch: Batch) -> None:
     result.offset_entries.append((batch.last_offset, result.valid_bytes))
 
 
-def _maybe_append_time_entry(result: SegmentRecovery, batch: Batch) -> None:
-    """TimeIndex.maybeAppend: only a strictly larger timestamp is appended."""
+def _maybe_append_time_entry(result: SegmentRecovery, path: str, position: int) -> None:
+    """TimeIndex.maybeAppend: only a strictly larger timestamp is appended; an offset below the last
+    entry's throws first, whatever the timestamp."""
     last_timestamp, last_offset = result.time_entries[-1] if result.time_entries else (-1, result.base_offset)
     if result.time_entries and result.offset_of_max_timestamp < last_offset:
         raise KafkaLogError(
             f"Attempt to append an offset ({result.offset_of_max_timestamp}) to slot {len(result.time_entries)} "
-            f"no larger than the last offset appended ({last_offset})", path=batch.path, position=batch.position)
+            f"no larger than the last offset appended ({last_offset})", path=path, position=position)
     if result.max_timestamp > last_timestamp:
         result.time_entries.append((result.max_timestamp, result.offset_of_max_timestamp))
 

@@ -294,3 +294,38 @@ def test_a_log_start_offset_past_the_log_end_deletes_every_segment(tmp_path):
     summary = objects[-1]
     assert (summary["new_log_start_offset"], summary["rolls_new_segment"], summary["new_segment_base_offset"]) == (
         50, True, 50)
+
+
+def test_recovery_reads_a_marker_batchs_first_record_only(tmp_path):
+    """ProducerAppendInfo takes the marker from the batch's first record and reads no further: a
+    marker batch whose count says 13 is recovered whole by Kafka (seed 777001, case 76; we cut it)."""
+    from tests.test_hostile_dump import with_crc
+
+    partition, log = _marker_partition(tmp_path, build_record(0, 0, b"\x00\x00\x00\x00", b"\x00\x00\x00\x00\x00\x03"))
+    data = bytearray(log.read_bytes())
+    struct.pack_into(">i", data, 70 + 57, 13)  # the marker's record count
+    data[70:70 + 78] = with_crc(bytes(data[70:70 + 78]))
+    log.write_bytes(bytes(data))
+    result = CliRunner().invoke(cli, ["rebuild-index", "--truncate", "--no-backup", "--format", "json", str(partition)])
+    assert result.exit_code == 0, result.output
+    assert log.read_bytes() == bytes(data)
+
+
+def test_the_closing_time_index_entry_checks_its_offset_first(tmp_path):
+    """LogSegment.recover ends with TimeIndex.maybeAppend(max timestamp, its offset): an offset below the
+    last entry's throws (InvalidOffsetException), whatever the timestamp, and Kafka's loader cuts the
+    segment to its base offset; we report the failure and write nothing (seed 777001, case 386: we
+    appended nothing and recovered)."""
+    partition = tmp_path / "t-0"
+    partition.mkdir()
+    batches = [build_batch(0, [build_record(0, 0, b"k", b"v" * 200)], base_timestamp=T0, max_timestamp=T0),
+               build_batch(1_000_000, [build_record(0, 0, b"k", b"v")], base_timestamp=T0 + 1, max_timestamp=T0 + 1),
+               build_batch(2, [build_record(0, 0, b"k", b"v")], base_timestamp=T0 + 2, max_timestamp=T0 + 2)]
+    log = partition / "00000000000000000000.log"
+    log.write_bytes(b"".join(batches))
+    before = log.read_bytes()
+    result = CliRunner().invoke(cli, ["rebuild-index", "--truncate", "--no-backup", "--index-interval-bytes", "100",
+                                      "--format", "json", str(partition)])
+    assert result.exit_code == 1, result.output
+    assert "Attempt to append an offset (2) to slot 1 no larger than the last offset appended (1000000)" in result.output
+    assert log.read_bytes() == before
