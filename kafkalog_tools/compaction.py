@@ -17,9 +17,12 @@ stay until their batch's delete horizon (set to now + delete.retention.ms the fi
 holding one is cleaned, KIP-534; V0/V1 tombstones use the segment mtime rule); records without a
 key in the cleaned range go. Aborted transactional data goes; markers go once their transaction's
 data is gone (and, for control batches, past their delete horizon); the last batch of each active
-producer is kept as an empty header to keep its sequence and epoch.
+producer is kept as an empty header to keep its sequence and epoch, and (Kafka 4.0; 3.9 and
+before drop it) so is the batch that ends at the first uncleanable offset, so that the cleaned log
+keeps its last offset.
 
-Rules checked against 3.9.0-rc2 too: unchanged. Differences we accept: the offset map is exact (Kafka's holds MD5 hashes in a bounded buffer and
+Rules checked against 3.9.0-rc2 too: unchanged but for that batch; against Kafka 4.0's cleaner by the
+differential run (`fuzz/against_kafka.py`). Differences we accept: the offset map is exact (Kafka's holds MD5 hashes in a bounded buffer and
 may stop early when full); aborted transactions come from replaying the producer state, which is
 what a sound .txnindex holds. Everything read is held in memory: this is for forensic-size logs.
 """
@@ -450,14 +453,16 @@ def _clean(read: list[_Segment], report: CompactionReport, offset_map: dict[byte
                 plan.kept = batch.records()
                 continue
             _filter_batch(plan, transactions, offset_map, latest, active, retain_legacy_deletes, now,
-                          settings.delete_retention_ms)
+                          settings.delete_retention_ms, report.first_uncleanable_offset)
     report.groups = _group_segments(cleaned, report)
 
 
 def _filter_batch(plan: BatchPlan, transactions: _TransactionFilter, offset_map: dict[bytes, int], latest: int,
                   active: dict[int, tuple[int, int]], retain_legacy_deletes: bool, now: int,
-                  delete_retention_ms: int) -> None:
-    """cleanInto's RecordFilter (checkBatchRetention, shouldRetainRecord) and MemoryRecords.filterTo."""
+                  delete_retention_ms: int, upper_bound: int) -> None:
+    """cleanInto's RecordFilter (checkBatchRetention, shouldRetainRecord) and MemoryRecords.filterTo.
+    `upper_bound` is the cleaning round's first uncleanable offset: Kafka 4.0 keeps the batch that
+    ends there, as an empty header if nothing in it stays, so the cleaned log keeps its last offset."""
     batch = plan.batch
     can_discard = transactions.on_control(batch) if batch.is_control else transactions.on_data(batch)
     if batch.is_control:
@@ -491,7 +496,7 @@ def _filter_batch(plan: BatchPlan, transactions: _TransactionFilter, offset_map:
             plan.outcome = REBUILT
             # Java's long sum: a delete.retention.ms near Long.MAX_VALUE wraps it negative, as Kafka writes it
             plan.delete_horizon_ms = java_long(now + delete_retention_ms) if set_horizon else batch.delete_horizon_ms
-    elif last_of_producer:
+    elif last_of_producer or batch.last_offset + 1 == upper_bound:
         plan.outcome = EMPTY_HEADER  # BatchRetention.RETAIN_EMPTY
     else:
         plan.outcome = DROPPED

@@ -329,3 +329,23 @@ def test_the_closing_time_index_entry_checks_its_offset_first(tmp_path):
     assert result.exit_code == 1, result.output
     assert "Attempt to append an offset (2) to slot 1 no larger than the last offset appended (1000000)" in result.output
     assert log.read_bytes() == before
+
+
+def test_the_cleaner_keeps_the_batch_that_ends_the_cleaning_round(tmp_path):
+    """Kafka 4.0's cleaner keeps the batch whose next offset is the round's first uncleanable offset,
+    as an empty header when none of its records stay (seed 777001, compaction case 60: a record
+    without a key last before the active segment; we dropped the batch)."""
+    partition = tmp_path / "logs" / "t-0"
+    partition.mkdir(parents=True)
+    (partition / "00000000000000000000.log").write_bytes(
+        build_batch(0, [build_record(0, 0, b"k", b"v")], base_timestamp=T0, max_timestamp=T0)
+        + build_batch(1, [build_record(0, 0, None, b"no key")], base_timestamp=T0, max_timestamp=T0))
+    (partition / "00000000000000000002.log").write_bytes(
+        build_batch(2, [build_record(0, 0, b"k", b"v2")], base_timestamp=T0, max_timestamp=T0))
+    out = tmp_path / "out"
+    result = CliRunner().invoke(cli, ["compaction", "--simulate", "--output-dir", str(out), "--now", str(T0 + 1),
+                                      "--format", "json", str(partition)])
+    assert result.exit_code == 0, result.output
+    with SegmentFile(out / "t-0" / "00000000000000000000.log") as segment:
+        batches = list(segment.entries())
+    assert [(b.base_offset, b.last_offset, b.count, b.size) for b in batches] == [(0, 0, 1, 70), (1, 1, 0, 61)]
