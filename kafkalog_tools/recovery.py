@@ -421,9 +421,35 @@ def recover_segment(segment: SegmentFile, producer_state: ProducerState,
     # offset before it looks at the timestamp, and recovery does not catch what it throws
     try:
         _maybe_append_time_entry(result, segment.path, result.valid_bytes)
+        _read_next_offset(segment, result)
     except KafkaLogError as exc:
         result.failure = exc
     return result
+
+
+def _read_next_offset(segment: SegmentFile, result: SegmentRecovery) -> None:
+    """LogSegment.readNextOffset, which the loader asks of a segment it recovered: read(the offset
+    index's last offset) finds the first batch ending at or after it and asks its baseOffset, which
+    for a V0/V1 wrapper is its first inner record's offset. A wrapper whose message set cannot be
+    read there throws, and Kafka's recovery fails (found by the differential run against Kafka)."""
+    target, position = result.offset_entries[-1] if result.offset_entries else (result.base_offset, 0)
+    for entry in segment.entries(position):
+        if entry.position >= result.valid_bytes or isinstance(entry, BadEntry):
+            return
+        if entry.last_offset < target:
+            continue
+        if entry.magic < 2 and entry.compression_id != 0:
+            try:
+                entry.base_offset
+            except (CorruptDataError, IndexError) as exc:
+                # a V0 wrapper is read lazily: a first record read is enough
+                if entry.magic == 0 and getattr(exc, "records_before", None):
+                    return
+                raise KafkaLogError(f"reading the segment's next offset, the first offset of the V{entry.magic} "
+                                    f"wrapper at {entry.position}: "
+                                    f"{getattr(exc, 'message', None) or 'its message set is empty'}",
+                                    path=segment.path, position=entry.position) from None
+        return
 
 
 class _RecoveryWalk:

@@ -349,3 +349,20 @@ def test_the_cleaner_keeps_the_batch_that_ends_the_cleaning_round(tmp_path):
     with SegmentFile(out / "t-0" / "00000000000000000000.log") as segment:
         batches = list(segment.entries())
     assert [(b.base_offset, b.last_offset, b.count, b.size) for b in batches] == [(0, 0, 1, 70), (1, 1, 0, 61)]
+
+
+@pytest.mark.parametrize("interval, fails", [(1, True), (4096, False)])
+def test_reading_a_recovered_segments_next_offset_reads_a_wrapper_it_lands_on(tmp_path, interval, fails):
+    """LogSegment.readNextOffset, after recovery, asks the baseOffset of the batch at the offset index's
+    last entry, which for a V0/V1 wrapper is its first inner record's: an empty snappy wrapper there
+    fails Kafka's recovery ('[EMPTY_INPUT] Cannot decompress empty stream'); with no index entry it is
+    not read (seed 777001, recover case 439, and 11 cases of the same kind; we recovered)."""
+    partition = tmp_path / "t-0"
+    partition.mkdir()
+    log = partition / "00000000000000000000.log"
+    log.write_bytes(b"".join(legacy.build_entry(n, 1, b"k", b"v", timestamp=T0) for n in range(3))
+                    + legacy.build_entry(3, 1, None, b"", timestamp=T0, attributes=2))
+    result = CliRunner().invoke(cli, ["rebuild-index", "--truncate", "--no-backup", "--index-interval-bytes",
+                                      str(interval), "--format", "json", str(partition)])
+    assert result.exit_code == (1 if fails else 0), result.output
+    assert ("reading the segment's next offset, the first offset of the V1 wrapper at 108" in result.output) == fails
