@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from kafkalog_tools.spark import plan
+from kafkalog_tools.spark.remote import STAGE_FILE_URIS_CONF
 from kafkalog_tools.verify import Verification
 from tests.conftest import GOLDEN, REAL, ROOT, need
 from tests.damage import corpus_paths, damaged_copies
@@ -43,6 +44,9 @@ def spark():
     from kafkalog_tools.spark.session import start_session
 
     session = start_session("local[2]", {"spark.ui.showConsoleProgress": "false"})
+    # file:// URIs take the listing and staging path of hdfs:// and the others, which only they can
+    # exercise here; test_file_uris_are_read_in_place turns it off
+    session.conf.set(STAGE_FILE_URIS_CONF, "true")
     yield session
     session.stop()
 
@@ -279,6 +283,29 @@ def test_verify_on_spark_reads_file_uris_as_one_process_reads_the_paths(spark, t
     assert on_spark.summary == local.summary and on_spark.target_summaries == local.target_summaries
     assert on_spark.paths[0].startswith("file:///") and local.summary.errors > 0
     assert _no_staging_left(before)
+
+
+def test_file_uris_are_read_in_place(spark, tmp_path, monkeypatch):
+    """By default a file:// URI is its own path on every node: nothing is listed through the JVM or
+    copied, and the findings are those of the staged run, naming the URIs (roots nested in one
+    another included)."""
+    need(REAL)
+    from kafkalog_tools.spark import remote
+    from kafkalog_tools.spark.verify import SparkVerification
+
+    paths = damaged_copies(tmp_path) + [str(REAL / "zk-broker-a")]
+    paths.append(str(min(p for p in Path(paths[-1]).iterdir() if p.is_dir())))  # inside a log dir also given
+    expected = [f.to_json() for f in SparkVerification(spark, [_uri(p) for p in paths])]  # staged
+    before = set(Path(os.environ.get("TMPDIR", "/tmp")).glob("kafkalog-stage-*"))
+    spark.conf.set(STAGE_FILE_URIS_CONF, "false")
+    try:
+        monkeypatch.setattr(remote, "_copy", lambda file: pytest.fail(f"{file.uri} was copied"))
+        in_place = SparkVerification(spark, [_uri(p) for p in paths])
+        assert [f.to_json() for f in in_place] == expected and expected
+        assert set(Path(os.environ.get("TMPDIR", "/tmp")).glob("kafkalog-stage-*")) == before
+        assert all(f["file"].startswith("file:///") for f in expected)
+    finally:
+        spark.conf.set(STAGE_FILE_URIS_CONF, "true")
 
 
 def test_a_uri_tree_is_listed_in_as_many_jvm_calls_whatever_its_size(spark, tmp_path):

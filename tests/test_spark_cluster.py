@@ -14,6 +14,7 @@ import sys
 
 import pytest
 
+from kafkalog_tools.spark.remote import STAGE_FILE_URIS_CONF
 from kafkalog_tools.spark.schemas import BATCH_FIELDS, RECORD_FIELDS
 from kafkalog_tools.verify import Verification
 from tests.conftest import GOLDEN, REAL, ROOT, need
@@ -111,6 +112,7 @@ def test_the_library_on_the_cluster_equals_one_process_on_damage_and_file_uris(c
 
         real = [str(REAL / "zk-broker-a"), str(REAL / "zk-broker-b")]
         local = Verification(real)
+        spark.conf.set(STAGE_FILE_URIS_CONF, "true")  # the way of hdfs:// and the others
         on_cluster = SparkVerification(spark, [f"file://{path}" for path in real])
         found = [json.loads(json.dumps(f.to_json()).replace('"file:///', '"/').replace(" file:///", " /"))
                  for f in on_cluster]

@@ -1,6 +1,8 @@
 """Hadoop URIs (`hdfs://`, `s3a://`, `gs://`, `file://`) with `--spark`.
 
-The driver lists a URI through Spark's own Hadoop FileSystem (the JVM's, with the cluster's
+A file:// URI names the same path on every node: it is read in place, as that path, and only
+reported by its URI (`spark.kafkalog.stageFileUris=true` takes it down the way of the others).
+The driver lists any other URI through Spark's own Hadoop FileSystem (the JVM's, with the cluster's
 configuration) and classifies what it lists with `formats.logdir`, exactly as a local path. Every
 file listed gets a local path under a staging root, the same path on the driver and on every
 executor. Whoever reads a file - an executor its segment's files, the driver the checkpoints -
@@ -13,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import re
 import shutil
 import tempfile
 import time
@@ -34,6 +37,9 @@ STAGING_ATTEMPTS = 200
 thousands of small segments two tasks can collide many times in a row (8 tries were seen to fail)."""
 STAGING_DIR_CONF = "spark.kafkalog.stagingDir"
 """Where staged copies go, on the driver and on every executor (default: the driver's temp dir)."""
+STAGE_FILE_URIS_CONF = "spark.kafkalog.stageFileUris"
+"""`true`: list and stage file:// URIs as any other URI. By default a file:// URI is read in place -
+it names the same path on every node, so a copy is a waste - and only its name is kept."""
 
 _HDFS = ("pyarrow's HadoopFileSystem, which loads libhdfs through JNI: a Hadoop install on every node with "
          "JAVA_HOME, HADOOP_HOME (or ARROW_LIBHDFS_DIR) and CLASSPATH=$(hadoop classpath --glob)",
@@ -99,8 +105,14 @@ class HadoopLayout(LocalFiles):
         self._missing: dict[str, InputError] = {}
         self._mapper = None
         """Spark's Jackson ObjectMapper, for listings in bulk (`_statuses`)."""
-        self.local_paths = [self._list(number, path) if is_uri(path) else path
-                            for number, path in enumerate(self.paths)]
+        self._roots_pattern = None
+        """(roots it covers, the pattern `to_uri` replaces them with, local -> URI)."""
+        self.in_place: list[str] = []
+        """The local paths of file:// URIs read in place."""
+        staging_files = str(spark.conf.get(STAGE_FILE_URIS_CONF, "false")).lower() == "true"
+        self.local_paths = [path if not is_uri(path)
+                            else self._in_place(path) if _scheme(path) == "file" and not staging_files
+                            else self._list(number, path) for number, path in enumerate(self.paths)]
         """The paths given, with a local stand-in for each URI: hand these to the library."""
 
     # -- logdir's view ------------------------------------------------------------------------
@@ -126,7 +138,8 @@ class HadoopLayout(LocalFiles):
         return known[0] if known else super().size(path)
 
     def broker_lock(self, log_dir: Path) -> tuple[str, str]:
-        if self.root is not None and os.path.commonpath([self.root, os.path.abspath(log_dir)]) == self.root:
+        behind = [self.root] if self.root is not None else []
+        if any(os.path.commonpath([root, os.path.abspath(log_dir)]) == root for root in behind + self.in_place):
             return UNKNOWN, "behind a URI: its lock cannot be probed from here"
         return super().broker_lock(log_dir)
 
@@ -144,12 +157,17 @@ class HadoopLayout(LocalFiles):
         return tuple(self._files[str(p)][1] for p in paths if p is not None and str(p) in self._files)
 
     def to_uri(self, text: str | None) -> str | None:
-        """`text` with every staged path named by its URI."""
-        if text is None:
-            return None
-        for local, uri in self.roots:
-            text = text.replace(local, uri)
-        return text
+        """`text` with every staged or in-place path named by its URI (in one pass, the longest
+        root first: one root may lie inside another)."""
+        if text is None or not self.roots:
+            return text
+        if self._roots_pattern is None or self._roots_pattern[0] != len(self.roots):
+            by_local = dict(self.roots)
+            pattern = re.compile(r"(?<![\w/:.%~-])(" + "|".join(
+                re.escape(local) for local in sorted(by_local, key=len, reverse=True)) + ")")
+            self._roots_pattern = (len(self.roots), pattern, by_local)
+        _, pattern, by_local = self._roots_pattern
+        return pattern.sub(lambda match: by_local[match.group(1)], text)
 
     def close(self) -> None:
         """Remove the driver's staging root (executors remove their copies as they go)."""
@@ -158,8 +176,17 @@ class HadoopLayout(LocalFiles):
 
     # -- listing through the JVM ----------------------------------------------------------------
 
+    def _in_place(self, uri: str) -> str:
+        """A file:// URI's own path, named by the URI in what is reported."""
+        uri = uri.rstrip("/") or uri
+        local = unquote(urlsplit(uri).path).rstrip("/") or "/"
+        is_dir = os.path.isdir(local)
+        self.roots.append((local, uri) if is_dir else (os.path.dirname(local), uri.rsplit("/", 1)[0]))
+        self.in_place.append(local if is_dir else os.path.dirname(local))
+        return local
+
     def _list(self, number: int, uri: str) -> str:
-        scheme = uri.split(":", 1)[0].lower()
+        scheme = _scheme(uri)
         if scheme not in SCHEMES:
             raise InputError(f"{scheme}:// is not readable with --spark; readable: "
                              f"{', '.join(s + '://' for s in SCHEMES)} (or mount the data and give a local path)",
@@ -270,6 +297,10 @@ class HadoopLayout(LocalFiles):
             return finding
         extra = {key: self.to_uri(value) if isinstance(value, str) else value for key, value in finding.extra.items()}
         return replace(finding, file=self.to_uri(finding.file), message=self.to_uri(finding.message), extra=extra)
+
+
+def _scheme(uri: str) -> str:
+    return uri.split(":", 1)[0].lower()
 
 
 def _java_message(exc: Exception) -> str:
