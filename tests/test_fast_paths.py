@@ -85,11 +85,13 @@ def _fast_legacy(buf: bytes, pos: int, end: int) -> dict:
 def _reference_legacy(buf: bytes, pos: int, end: int) -> dict:
     parsed = legacy.LOG_ENTRY.parse(buf[pos:end])
     message = parsed.message
+    sizes = legacy.SIZE_FIELDS.parse(buf[pos + 12 : end])
     return dict(offset=parsed.offset, size=end - pos, crc=message.crc,
                 crc_valid=zlib.crc32(buf[pos + 16 : end]) == message.crc,
                 magic=message.magic, attributes=message.attributes,
                 timestamp=-1 if message.timestamp is None else message.timestamp,
-                key=message.key, value=message.value)
+                key=message.key, value=message.value,
+                null_sizes=(sizes.key_size, sizes.value_size) if min(sizes.key_size, sizes.value_size) < -1 else None)
 
 
 def _fast_index(schema: Struct, data: bytes) -> list[tuple]:
@@ -408,7 +410,7 @@ def test_generated_legacy_messages_read_back(decode_path, spec: LegacySpec, padd
     message = decode_path.legacy_message(buf, padding, padding + len(raw))
     assert message == dict(offset=spec.offset, size=len(raw), crc=zlib.crc32(raw[16:]), crc_valid=True,
                            magic=spec.magic, attributes=spec.attributes,
-                           timestamp=spec.timestamp if spec.magic == 1 else -1, key=spec.key, value=spec.value)
+                           timestamp=spec.timestamp if spec.magic == 1 else -1, key=spec.key, value=spec.value, null_sizes=None)
 
 
 @EXAMPLES

@@ -366,3 +366,22 @@ def test_reading_a_recovered_segments_next_offset_reads_a_wrapper_it_lands_on(tm
                                       str(interval), "--format", "json", str(partition)])
     assert result.exit_code == (1 if fails else 0), result.output
     assert ("reading the segment's next offset, the first offset of the V1 wrapper at 108" in result.output) == fails
+
+
+@pytest.mark.parametrize("bulk", ["never", "always"])
+def test_a_legacy_null_keeps_its_size_field(tmp_path, monkeypatch, bulk):
+    """LegacyRecord.keySize()/valueSize() report the int32 field as it is: -5 is a null key, as -1 is,
+    and kafka-dump-log prints 'keySize: -5' (seed 777001, case 69, and 8 more; we printed -1)."""
+    monkeypatch.setenv("KAFKALOG_BULK", bulk)
+    entry = bytearray(legacy.build_entry(0, 1, None, None, timestamp=T0))
+    struct.pack_into(">ii", entry, 26, -5, -2147483648)  # V1: offset, size, crc, magic, attributes, timestamp, sizes
+    struct.pack_into(">I", entry, 12, zlib.crc32(entry[16:]))
+    log = tmp_path / "00000000000000000000.log"
+    log.write_bytes(bytes(entry) + legacy.build_entry(1, 1, b"k", b"v", timestamp=T0))
+    text = CliRunner().invoke(cli, ["dump", "--format", "text", "--deep-iteration", str(log)])
+    assert "| offset: 0 CreateTime: 1700000000000 keySize: -5 valueSize: -2147483648 isValid: true" in text.stdout
+    import json
+
+    rows = [json.loads(line) for line in CliRunner().invoke(cli, ["dump", "--format", "json", "-d", str(log)]).stdout.splitlines()]
+    assert [(r["key_size"], r["value_size"], r["key"]) for r in rows if r["type"] == "record"] == [
+        (-5, -2147483648, None), (1, 1, "k")]

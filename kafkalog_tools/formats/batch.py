@@ -79,15 +79,22 @@ class Record:
     legacy_crc: int | None = None
     legacy_crc_valid: bool | None = None
     legacy_attributes: int | None = None
+    legacy_null_sizes: tuple[int, int] | None = None
+    """A V0/V1 message's key and value size fields when one is below -1 (both are null then as at
+    -1, but Kafka reports the field as it is)."""
     control: ControlRecord | None = None
 
     @property
     def key_size(self) -> int:
-        return -1 if self.key is None else len(self.key)
+        if self.key is not None:
+            return len(self.key)
+        return -1 if self.legacy_null_sizes is None else self.legacy_null_sizes[0]
 
     @property
     def value_size(self) -> int:
-        return -1 if self.value is None else len(self.value)
+        if self.value is not None:
+            return len(self.value)
+        return -1 if self.legacy_null_sizes is None else self.legacy_null_sizes[1]
 
 
 @dataclass(slots=True, eq=False)

@@ -930,13 +930,14 @@ def lz4_each(segment, starts, ends, limit, out, bounds, decoded):
 @_jit
 def _legacy_sized(data, cursor, message_end):
     """(start, length, next cursor) of the int32-sized key or value at `cursor`: length -1 for null,
-    the cursor -1 where `legacy.read_message` raises (the size or the bytes run past the message)."""
+    the cursor -1 where `legacy.read_message` raises (the size or the bytes run past the message)
+    or where a null's size field is not -1 (the reference keeps that field: Record.legacy_null_sizes)."""
     if cursor + 4 > message_end:
         return cursor, np.int64(-1), -1
     size = _signed(_be(data, cursor, 4), 32)
     cursor += 4
     if size < 0:
-        return cursor, np.int64(-1), cursor
+        return cursor, np.int64(-1), cursor if size == -1 else -1
     if cursor + size > message_end:
         return cursor, size, -1
     return cursor, size, cursor + size

@@ -13,7 +13,7 @@ from __future__ import annotations
 import zlib
 from dataclasses import dataclass
 
-from construct import If, Int8sb, Int32sb, Int32ub, Int64sb, Prefixed, Struct, Terminated, this
+from construct import Bytes, If, Int8sb, Int32sb, Int32ub, Int64sb, Prefixed, Struct, Terminated, this
 
 from .. import codecs
 from ..errors import CorruptDataError, DecompressionError
@@ -42,6 +42,14 @@ MESSAGE = Struct(
 )
 
 LOG_ENTRY = Struct("offset" / Int64sb, "message" / Prefixed(Int32sb, MESSAGE))
+
+SIZE_FIELDS = Struct(  # MESSAGE's key and value size fields as they are (the schema reads any negative as a null)
+    *MESSAGE_PREFIX.subcons,
+    "timestamp" / If(this.magic != 0, Int64sb),
+    "key_size" / Int32sb,
+    "key" / If(this.key_size > 0, Bytes(this.key_size)),
+    "value_size" / Int32sb,
+)
 
 ENTRY_PREFIX = derive_struct(Struct(*LOG_ENTRY_HEADER.subcons, *MESSAGE_PREFIX.subcons))
 TIMESTAMP = derive_struct(Struct("timestamp" / Int64sb))
@@ -74,6 +82,9 @@ class Message:
     value: bytes | None
     error: str | None = None
     """Why the key or value cannot be read (`lenient` reads only): Kafka reads them on demand."""
+    null_sizes: tuple[int, int] | None = None
+    """The key and value size fields when one of them is below -1 (a null, for Kafka too, but
+    LegacyRecord.keySize() and valueSize() report the field as it is); None otherwise."""
 
 
 def read_message(buf, pos: int, end: int, lenient: bool = False) -> Message:
@@ -99,30 +110,33 @@ def read_message(buf, pos: int, end: int, lenient: bool = False) -> Message:
     else:
         timestamp = NO_TIMESTAMP
     key = value = error = None
+    key_size = value_size = -1
     try:
-        key, cursor = _sized(buf, cursor, message_end, "key")
+        key, key_size, cursor = _sized(buf, cursor, message_end, "key")
         # Bytes after the value are not an error to Kafka (LegacyRecord reads fields by position);
         # they are covered by the CRC like the rest.
-        value, _ = _sized(buf, cursor, message_end, "value")
+        value, value_size, _ = _sized(buf, cursor, message_end, "value")
     except ValueError as exc:
         if not lenient:
             raise
         error = str(exc)
     computed = zlib.crc32(memoryview(buf)[pos + CRC_START : message_end])
+    null_sizes = (key_size, value_size) if min(key_size, value_size) < -1 else None
     return Message(offset, LOG_OVERHEAD + message_size, crc, computed == crc, magic, attributes,
-                   timestamp, key, value, error)
+                   timestamp, key, value, error, null_sizes)
 
 
-def _sized(buf, cursor: int, end: int, what: str) -> tuple[bytes | None, int]:
+def _sized(buf, cursor: int, end: int, what: str) -> tuple[bytes | None, int, int]:
+    """(the bytes or None, the size field, the cursor after them)."""
     if cursor + 4 > end:
         raise ValueError(f"message ends before its {what} size")
     (size,) = SIZE.unpack_from(buf, cursor)
     cursor += 4
     if size < 0:
-        return None, cursor
+        return None, size, cursor
     if cursor + size > end:
         raise ValueError(f"{what} of {size} bytes runs past the end of the message")
-    return bytes(buf[cursor : cursor + size]), cursor + size
+    return bytes(buf[cursor : cursor + size]), size, cursor + size
 
 
 # ---------------------------------------------------------------------------------------------
@@ -167,6 +181,7 @@ class LegacyBatch(Batch):
             legacy_crc=message.crc,
             legacy_crc_valid=message.crc_valid,
             legacy_attributes=message.attributes,
+            legacy_null_sizes=message.null_sizes,
         )
 
     def _timestamp_of(self, message: Message) -> int:

@@ -288,7 +288,7 @@ def batch_lines(batch: Batch, records: list[Record] | None, bytes_mode: str) -> 
         header_text = ",".join(_HEADER % (dumps(k.decode("utf-8", "replace")).decode(), *json_bytes(v, base64_only))
                                for k, v in headers) if headers else ""
         fields = (position, record.offset, record.timestamp, record.sequence, record.size,
-                  -1 if key is None else len(key), -1 if value is None else len(value),
+                  record.key_size if key is None else len(key), record.value_size if value is None else len(value),
                   key_text, key_encoding, value_text, value_encoding, header_text)
         if record.legacy_magic is None:
             append(template % fields)
