@@ -91,6 +91,19 @@ UVarInt = _KafkaVarint(5, 32, zigzag=False)
 # ---------------------------------------------------------------------------------------------
 
 
+STRING_MAX = 0x7FFF
+"""The longest string Kafka's generated readers accept."""
+
+
+class TooManyElementsError(ConstructError):
+    """An array count above the bytes left: the generated readers refuse it before reading any
+    element ("Tried to allocate a collection of size N, but there are only M bytes remaining.")."""
+
+    def __init__(self, count: int, remaining: int, path):
+        super().__init__(f"array of {count} elements with {remaining} bytes left", path=path)
+        self.count, self.remaining = count, remaining
+
+
 class ShortArrayError(StreamError):
     """A string's or bytes' length runs past the data: construct's message, and the two numbers
     Kafka's ByteBufferAccessor.readArray names ("Error reading byte array of N byte(s): only M
@@ -124,6 +137,8 @@ class SizePrefixed(Construct):
             if not self.nullable:
                 raise ConstructError("non-nullable field was serialized as null", path=path)
             return None
+        if self.text and length > STRING_MAX:  # the generated readers' check, before any byte is read
+            raise ConstructError(f"string field had invalid length {length}", path=path)
         data = stream.read(length)
         if len(data) != length:
             raise ShortArrayError(length, len(data), path)
@@ -176,9 +191,23 @@ class KafkaArray(Construct):
             count -= 1
         if count < 0:
             if not self.nullable:
-                raise ConstructError("non-nullable array was serialized as null", path=path)
+                raise ConstructError("non-nullable field was serialized as null", path=path)
             return None
-        return [self.subcon._parsereport(stream, context, path) for _ in range(count)]
+        if self.countfield in (Int32sb, UVarInt):  # a message's array (not a record's headers)
+            position = stream.tell()
+            remaining = stream.seek(0, 2) - position
+            stream.seek(position)
+            if count > remaining:
+                raise TooManyElementsError(count, remaining, path)
+        items = []
+        for _ in range(count):
+            try:
+                items.append(self.subcon._parsereport(stream, context, path))
+            except ConstructError as exc:
+                if exc.path == path and str(exc).endswith("non-nullable field was serialized as null"):
+                    raise ConstructError("non-nullable field element was serialized as null", path=path) from None
+                raise
+        return items
 
     def _build(self, obj, stream, context, path):
         if obj is None:

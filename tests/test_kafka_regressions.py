@@ -385,3 +385,34 @@ def test_a_legacy_null_keeps_its_size_field(tmp_path, monkeypatch, bulk):
     rows = [json.loads(line) for line in CliRunner().invoke(cli, ["dump", "--format", "json", "-d", str(log)]).stdout.splitlines()]
     assert [(r["key_size"], r["value_size"], r["key"]) for r in rows if r["type"] == "record"] == [
         (-5, -2147483648, None), (1, 1, "k")]
+
+
+def test_generated_reader_errors_read_as_kafkas(tmp_path):
+    """What Kafka 4.0's generated readers throw, as kafka-dump-log prints it (seed 31337, case 251:
+    we printed construct's words): a null array, a null element, a count above the bytes left, a
+    string longer than 32767 (the oracle's own output on these bytes, pinned)."""
+    from kafkalog_tools.protocol import UVarInt
+
+    def classic(text: bytes) -> bytes:
+        return struct.pack(">h", len(text)) + text
+
+    def compact(text: bytes) -> bytes:
+        return UVarInt.build(len(text) + 1) + text
+
+    key = struct.pack(">h", 5) + classic(b"g") + classic(b"m")  # ConsumerGroupMemberMetadataKey
+    start = struct.pack(">h", 0) + b"\x00\x00" + compact(b"c") + compact(b"h")  # ...MetadataValue v0
+    values = [start + UVarInt.build(0), start + UVarInt.build(1001) + b"\x02a", start + UVarInt.build(2) + b"\x00",
+              struct.pack(">h", 0) + b"\x00\x00" + UVarInt.build(40000) + b"x" * 10]
+    partition = tmp_path / "__consumer_offsets-0"
+    partition.mkdir()
+    log = partition / "00000000000000000000.log"
+    log.write_bytes(build_batch(0, [build_record(i, 0, key, v) for i, v in enumerate(values)],
+                                base_timestamp=T0, max_timestamp=T0))
+    result = CliRunner().invoke(cli, ["dump", "--format", "text", "--deep-iteration", "--offsets-decoder", str(log)])
+    reasons = [line.split("due to: ", 1)[1] for line in result.stdout.splitlines() if "due to: " in line]
+    assert reasons == [
+        "non-nullable field subscribedTopicNames was serialized as null.",
+        "Tried to allocate a collection of size 1000, but there are only 2 bytes remaining..",
+        "non-nullable field subscribedTopicNames element was serialized as null.",
+        "string field clientId had invalid length 39999.",
+    ]

@@ -53,6 +53,7 @@ from ..protocol import (
     NullableString,
     ShortArrayError,
     String,
+    TooManyElementsError,
     TaggedFields,
     UVarInt,
     Uuid,
@@ -507,9 +508,17 @@ def _java_reason(exc: ConstructError) -> str:
         return f"Error reading byte array of {exc.length} byte(s): only {exc.available} byte(s) available"
     if isinstance(exc, StreamError) or "stream read less than specified amount" in str(exc):
         return "null"
-    if str(exc).endswith("non-nullable field was serialized as null"):
-        field = (exc.path or "").replace("(parsing)", "").split(" -> ")[-1].strip()
-        return f"non-nullable field {field} was serialized as null"
+    field = (exc.path or "").replace("(parsing)", "").split(" -> ")[-1].strip()
+    if isinstance(exc, TooManyElementsError):
+        return f"Tried to allocate a collection of size {exc.count}, but there are only {exc.remaining} bytes remaining."
+    message = str(exc).rsplit("\n", 1)[-1]
+    for ours, theirs in (("non-nullable field was serialized as null", f"non-nullable field {field} was serialized as null"),
+                         ("non-nullable field element was serialized as null",
+                          f"non-nullable field {field} element was serialized as null")):
+        if message.endswith(ours):
+            return theirs
+    if message.startswith("string field had invalid length "):
+        return f"string field {field} had invalid length {message.rsplit(' ', 1)[-1]}"
     return _describe(exc)
 
 
