@@ -60,6 +60,8 @@ class Variant:
     value_size: int
     codec: str = "none"
     magic: int = 2
+    producers: int = 0
+    """Idempotent producers interleaved batch by batch (0: none, the batches carry no producer id)."""
 
 
 VARIANTS = [
@@ -67,7 +69,13 @@ VARIANTS = [
     Variant("lz4", "small lz4 batches, 20 records of 200 B", 20, 200, "lz4"),
     Variant("one", "one 512 B record per batch", 1, 512),
     Variant("v1gzip", "V1 gzip wrappers, 20 messages of 500 B", 20, 500, "gzip", magic=1),
+    Variant("prod", "as producers write since Kafka 3.0: 300 idempotent producers interleaved, each its own "
+            "sequence; every 10th transactional (a commit or abort marker after 3 batches); records of 200 B with "
+            "2 headers; lz4, zstd, snappy, gzip and none mixed", 5, 200, "mixed", producers=300),
 ]
+PRODUCTION_CODECS = ("lz4", "zstd", "snappy", "gzip", "none")
+TRANSACTIONAL_EVERY = 10
+BATCHES_PER_TRANSACTION = 3
 POOL = 64
 """Distinct batches built per variant; the segment repeats them with each one's offset patched
 (the offset lies outside the CRC in every format)."""
@@ -94,8 +102,55 @@ def _batch(variant: Variant, seed: int) -> bytes:
                               attributes=codecs.IDS[variant.codec])
 
 
+def _producer_batches(variant: Variant, producer: int) -> tuple[bytes, bytes | None]:
+    """A producer's data batch (sequence 0, offset 0) and, when it is transactional, its marker."""
+    from kafkalog_tools.formats.control import CONTROL_KEY, END_TXN_MARKER
+    from kafkalog_tools.formats.record_batch import ATTR_CONTROL, ATTR_TRANSACTIONAL
+
+    n, base_ts = variant.records_per_batch, 1_700_000_000_000 + producer
+    records = [build_record(i, i, f"order-{producer}-{i}".encode(), _value(variant.value_size, producer * n + i),
+                            [(b"trace-id", f"{producer:08x}{i:08x}".encode()), (b"content-type", b"json")])
+               for i in range(n)]
+    transactional = producer % TRANSACTIONAL_EVERY == 0
+    ids = dict(producer_id=1000 + producer, producer_epoch=0, partition_leader_epoch=0)
+    data = build_batch(0, records, base_timestamp=base_ts, max_timestamp=base_ts + n - 1, base_sequence=0,
+                       compression_id=codecs.IDS[PRODUCTION_CODECS[producer % len(PRODUCTION_CODECS)]],
+                       attributes=ATTR_TRANSACTIONAL if transactional else 0, **ids)
+    if not transactional:
+        return data, None
+    marker = build_record(0, 0, CONTROL_KEY.build(dict(version=0, type=producer // TRANSACTIONAL_EVERY % 2)),
+                          END_TXN_MARKER.build(dict(version=0, coordinator_epoch=0)))
+    return data, build_batch(0, [marker], base_timestamp=base_ts + n, max_timestamp=base_ts + n,
+                             attributes=ATTR_TRANSACTIONAL | ATTR_CONTROL, **ids)
+
+
+def _write_production_segment(path: Path, variant: Variant, size: int) -> int:
+    """Producers take turns; each batch gets its producer's next sequence (inside the CRC, so the
+    CRC-32C is computed again), each transaction its marker after BATCHES_PER_TRANSACTION batches."""
+    pool = [_producer_batches(variant, producer) for producer in range(variant.producers)]
+    sequences, open_batches = [0] * variant.producers, [0] * variant.producers
+    n = variant.records_per_batch
+    written = offset = turn = 0
+    with open(path, "wb") as out:
+        while written < size:
+            producer = turn % variant.producers
+            data, marker = pool[producer]
+            body = data[21:53] + sequences[producer].to_bytes(4, "big") + data[57:]
+            out.write(offset.to_bytes(8, "big") + data[8:17] + crc32c(body).to_bytes(4, "big") + body)
+            written, offset, turn = written + len(data), offset + n, turn + 1
+            sequences[producer] += n
+            if marker is not None:
+                open_batches[producer] += 1
+                if open_batches[producer] == BATCHES_PER_TRANSACTION:
+                    out.write(offset.to_bytes(8, "big") + marker[8:])
+                    written, offset, open_batches[producer] = written + len(marker), offset + 1, 0
+    return offset
+
+
 def write_segment(path: Path, variant: Variant, size: int) -> int:
     """A segment of about `size` bytes; returns its record count."""
+    if variant.producers:
+        return _write_production_segment(path, variant, size)
     pool = [_batch(variant, seed) for seed in range(POOL)]
     n = variant.records_per_batch
     first = 0 if variant.magic == 2 else n - 1  # a V1 wrapper carries its last offset
@@ -236,6 +291,8 @@ def bench_variant(variant: Variant, work: Path, size: int, runs: int, only: set[
     partition.mkdir()
     log = partition / "00000000000000000000.log"
     records = write_segment(log, variant, size)
+    if variant.producers:  # its batches carry leader epoch 0, as a broker's do
+        (partition / "leader-epoch-checkpoint").write_text("0\n1\n0 0\n")
     bytes_ = log.stat().st_size
     file = str(log)
     print(f"[{variant.name}] {bytes_ / 2**20:.0f} MiB, {records:,} records", flush=True)

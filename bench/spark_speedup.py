@@ -196,10 +196,11 @@ def fleet(args, root: Path) -> None:
                 run = SparkVerification(spark, [given])
                 found = [f.to_json()["code"] for f in run]
                 times[kind].append(time.perf_counter() - started)
-                run.summary.log_dirs = []  # named by path or by URI, and a lock behind a URI is not probed
+                summary = run.summary  # (a new one, added up, each time)
+                summary.log_dirs = []  # named by path or by URI, and a lock behind a URI is not probed
                 if expected is None:
-                    expected = (found, run.summary)
-                elif (found, run.summary) != expected:
+                    expected = (found, summary)
+                elif (found, summary) != expected:
                     sys.exit(f"verify --spark over the {kind} differs")
     finally:
         spark.stop()
