@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
 from . import codecs
-from .errors import CorruptDataError, InputError, KafkaLogError
+from .errors import CorruptDataError, DecompressionError, InputError, KafkaLogError
 from .formats import offset_index, producer_snapshot, time_index, txn_index
 from .formats.index_file import read_index_bytes
 from .schema import derive_struct, struct_fields
@@ -69,7 +69,12 @@ def marker_records(batch: Batch) -> list:
         raise ProducerStateError(f"Unknown compression type id: {batch.compression_id}", path=batch.path,
                                  position=batch.position + 21, expected="0-4", actual=batch.compression_id)
     try:
+        if isinstance(batch, RecordBatchV2) and batch.count < 0 and batch.compression_id:
+            batch.payload()  # the iterator opens the decompressing stream before it checks the count
         return batch.records()
+    except DecompressionError as exc:  # a KafkaException ("Failed to decompress record stream", ...)
+        raise ProducerStateError(f"KafkaException reading the marker: {exc.message}", path=exc.path,
+                                 position=exc.position) from None
     except CorruptDataError as exc:
         if getattr(exc, "records_before", None):
             return exc.records_before[:1]  # ProducerAppendInfo reads the marker, the first record, and no more

@@ -416,3 +416,29 @@ def test_generated_reader_errors_read_as_kafkas(tmp_path):
         "non-nullable field subscribedTopicNames element was serialized as null.",
         "string field clientId had invalid length 39999.",
     ]
+
+
+@pytest.mark.parametrize("count", [1, -1028632517])
+def test_a_marker_that_does_not_decompress_fails_kafkas_recovery(tmp_path, count):
+    """ProducerAppendInfo reads the marker through the batch's record iterator, which opens the
+    decompressing stream (before it checks the count) and turns a failure into a KafkaException that
+    LogSegment.recover does not catch: Kafka's recovery fails (seed 31337, recover case 1147: a gzip
+    marker that is not gzip, of a negative count; we cut it off)."""
+    from kafkalog_tools.formats.record_batch import ATTR_CONTROL, ATTR_TRANSACTIONAL
+    from tests.test_hostile_dump import with_crc
+
+    partition = tmp_path / "t-0"
+    partition.mkdir()
+    data = build_batch(0, [build_record(0, 0, b"k", b"v")], attributes=ATTR_TRANSACTIONAL, producer_id=1,
+                       producer_epoch=0, base_sequence=0, base_timestamp=T0, max_timestamp=T0)
+    marker = bytearray(build_batch(1, [], attributes=ATTR_TRANSACTIONAL | ATTR_CONTROL | 1, producer_id=1,
+                                   producer_epoch=0, base_timestamp=T0, max_timestamp=T0)[:61] + b"not gzip at all")
+    struct.pack_into(">i", marker, 8, len(marker) - 12)
+    struct.pack_into(">i", marker, 57, count)
+    log = partition / "00000000000000000000.log"
+    log.write_bytes(data + with_crc(bytes(marker)))
+    before = log.read_bytes()
+    result = CliRunner().invoke(cli, ["rebuild-index", "--truncate", "--no-backup", "--format", "json", str(partition)])
+    assert result.exit_code == 1, result.output
+    assert "KafkaException reading the marker: gzip payload does not decompress" in result.output
+    assert log.read_bytes() == before
