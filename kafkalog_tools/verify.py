@@ -38,9 +38,6 @@ from .formats.batch import INT32_MAX, Batch, Record, java_long
 from .formats.batch import last_sequence as batch_last_sequence
 from .formats.index_file import IndexFile
 from .formats.logdir import LOCAL, LocalFiles, LogDir, PartitionDir, Segment, classify
-from .formats import bulk_scan
-from .formats.bulk_scan import (ATTRIBUTES, BASE_OFFSET, BASE_SEQUENCE, LAST_OFFSET_DELTA, LEADER_EPOCH,
-                                MAX_TIMESTAMP, POSITION, PRODUCER_EPOCH, PRODUCER_ID, RECORDS_COUNT, SIZE)
 from .formats.offset_index import OffsetIndex
 from .formats.record_batch import (ATTR_CODEC, ATTR_CONTROL, ATTR_TRANSACTIONAL, HEADER_SIZE, parse_batch,
                                   skim_records)
@@ -48,6 +45,9 @@ from .formats.segment import LOG_OVERHEAD, MAGIC_OFFSET, BadEntry, SegmentFile, 
 from .formats.segment import all_zero as _all_zero, next_non_zero as _next_non_zero
 from .formats.time_index import TimeIndex
 from .formats.txn_index import AbortedTxn, TransactionIndex
+from .native import bulk_scan
+from .native.columns import (ATTRIBUTES, BASE_OFFSET, BASE_SEQUENCE, LAST_OFFSET_DELTA, LEADER_EPOCH, MAX_TIMESTAMP,
+                             POSITION, PRODUCER_EPOCH, PRODUCER_ID, RECORDS_COUNT, SIZE)
 from .payloads.versions import newer_versions
 from .recovery import (ProducerState, ProducerStateError, RecoveryDrops, marker_records, recovery_drops,
                        segment_of, starting_producer_state)
@@ -1103,7 +1103,7 @@ class _LogScan:
         """A shallow check's stand-in for a compressed legacy wrapper's base offset, which only its
         inner messages know (Kafka's recovery does not open it either): the lowest it can be, just
         past every batch before it in the segment (or the segment's base offset), capped at its last
-        offset. `bulk_kernel.scan_legacy` computes the same."""
+        offset. `kernels.scan_legacy` computes the same."""
         return min(last_offset, self.legacy_floor())
 
     def legacy_floor(self) -> int:
@@ -1349,7 +1349,7 @@ class _BulkScan:
         columns[bulk_scan.CHECKED, rows] = 1
 
     def _check_lz4(self, columns, rows, limit: int):
-        """`bulk_kernel.lz4_each` then `agree_each` on these lz4 batches, an output buffer at a
+        """`kernels.lz4_each` then `agree_each` on these lz4 batches, an output buffer at a
         time, in pieces of about equal compressed bytes shared among threads; returns the rows
         whose frames the kernel refused."""
         import numpy as np

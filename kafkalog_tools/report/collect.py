@@ -16,10 +16,9 @@ import numpy as np
 
 from .. import diverge, retention, txns, verify
 from ..errors import KafkaLogError
-from ..formats.bulk_scan import (ATTRIBUTES, BASE_OFFSET, LAST_OFFSET_DELTA, LEADER_EPOCH, MAX_TIMESTAMP,
-                                 PRODUCER_ID)
 from ..formats.logdir import PartitionDir, Segment
 from ..formats.record_batch import ATTR_CONTROL, ATTR_TRANSACTIONAL
+from ..native.columns import ATTRIBUTES, BASE_OFFSET, LAST_OFFSET_DELTA, LEADER_EPOCH, MAX_TIMESTAMP, PRODUCER_ID
 
 TIMELINE_POINTS = 1024
 """Batches a timeline keeps: beyond a few per pixel a plot shows nothing more."""
