@@ -35,7 +35,7 @@ from .columns import (B_ATTRIBUTES, B_BASE_TIMESTAMP, B_COUNT, B_IN_PAYLOADS, B_
 from ..codecs import lz4_codec
 from ..formats import legacy
 from ..formats.record_batch import (ATTR_CODEC, ATTR_CONTROL, ATTR_DELETE_HORIZON, ATTR_LOG_APPEND_TIME,
-                                   ATTR_TRANSACTIONAL, HEADER_SIZE)
+                                    ATTR_TRANSACTIONAL, HEADER_SIZE)
 
 _X86 = binding.get_process_triple().startswith("x86_64")
 HARDWARE_CRC = _X86 and bool(binding.get_host_cpu_features().get("sse4.2", False))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import bisect
 from array import array
 from pathlib import Path
-from typing import Iterable, Iterator
+from typing import Callable, Iterable, Iterator, NamedTuple
 
 from ..errors import CorruptDataError, KafkaLogError
 from ..formats.batch import Batch
@@ -184,96 +184,114 @@ def _time_slots_to_check(index: TimeIndex, count: int, table: BatchTable) -> Ite
     return np.flatnonzero(report).tolist()
 
 
+class _IndexKind(NamedTuple):
+    """What differs between the offset and the time index's checks; `_check_index` does the rest."""
+
+    what: str
+    """The findings' code prefix: "index" or "timeindex"."""
+    suffix: str
+    reader: type
+    missing: str
+    """Why a missing file matters."""
+    entry_findings: Callable
+    """(segment, log, table, file, last offset, slot, byte position, entry, the entry before): what
+    is wrong with one entry."""
+    closing: Callable | None = None
+    """(table, index, entries, file, is_active): what is wrong with the index as a whole."""
+
+
 def check_offset_index(segment: Segment, log: SegmentFile, table: BatchTable, is_active: bool) -> Iterator[Finding]:
-    if segment.index is None:
-        yield Finding(WARNING, "index-missing", index_path(segment, ".index"), None,
-                      "no offset index: Kafka rebuilds it (recovery) or creates it empty")
-        return
-    index, problems = _open_index(OffsetIndex, segment.index, segment.base_offset)
-    yield from problems
-    if index is None:
-        return
-    file = str(segment.index)
-    count, findings = _index_prefix(index, is_active, file, "index")
-    yield from findings
-    last_offset = table.last_offsets[-1] if table else None
-    valid_end = table.end
-    previous = None
-    for slot in _offset_slots_to_check(index, count, table):
-        entry = index.entry(slot)
-        if slot and (previous is None or previous.slot != slot - 1):
-            previous = index.entry(slot - 1)  # skipped by the pre-check: nothing to say about it
-        at = slot * index.ENTRY.size
-        where = {"slot": slot, "offset": entry.offset, "log_position": entry.position}
-        if previous is not None and (entry.offset <= previous.offset or entry.position <= previous.position):
-            yield Finding(ERROR, "index-entry-order", file, at,
-                          f"entry {slot} (offset {entry.offset}, position {entry.position}) does not follow entry "
-                          f"{slot - 1} (offset {previous.offset}, position {previous.position})", where)
-        previous = entry
-        if entry.offset < segment.base_offset:
-            yield Finding(ERROR, "index-offset-below-base", file, at,
-                          f"entry {slot} has offset {entry.offset}, below the base offset {segment.base_offset}", where)
-            continue
-        batch = table.at_position(entry.position)
-        if batch is None:
-            beyond = entry.position >= valid_end
-            yield Finding(ERROR, "index-position-beyond-log" if beyond else "index-position-not-batch-start",
-                          file, at, f"entry {slot} points at byte {entry.position} of {log.path}, "
-                          + ("past its last intact batch" if beyond else "which is not where a batch starts"), where)
-            continue
-        if last_offset is not None and entry.offset > last_offset:
-            yield Finding(ERROR, "index-offset-beyond-log", file, at,
-                          f"entry {slot} names offset {entry.offset}, past the segment's last offset {last_offset}",
-                          where)
-            continue
-        if batch > 0 and table.last_offsets[batch - 1] >= entry.offset:
-            yield Finding(ERROR, "index-entry-skips-offset", file, at,
-                          f"entry {slot} sends a lookup of offset {entry.offset} to byte {entry.position}, after the "
-                          f"batch at {table.positions[batch - 1]} that holds offsets up to "
-                          f"{table.last_offsets[batch - 1]}", where)
-            continue
-        if table.holding(entry.offset) is None:
-            yield Finding(WARNING, "index-offset-not-in-log", file, at,
-                          f"entry {slot} names offset {entry.offset}, which no batch holds", where)
+    return _check_index(_OFFSET_INDEX, segment.index, _offset_slots_to_check, segment, log, table, is_active)
 
 
 def check_time_index(segment: Segment, log: SegmentFile, table: BatchTable, is_active: bool) -> Iterator[Finding]:
-    if segment.timeindex is None:
-        yield Finding(WARNING, "timeindex-missing", index_path(segment, ".timeindex"), None,
-                      "no time index: Kafka creates it empty, so timestamp lookups fall back to the file's mtime "
-                      "until the segment is recovered")
+    return _check_index(_TIME_INDEX, segment.timeindex, _time_slots_to_check, segment, log, table, is_active)
+
+
+def _check_index(kind: _IndexKind, path: Path | None, slots_to_check: Callable, segment: Segment, log: SegmentFile,
+                 table: BatchTable, is_active: bool) -> Iterator[Finding]:
+    """One index file against the segment's batches: its entries in the slots `slots_to_check`
+    picks (each with the entry before it), then the whole."""
+    if path is None:
+        yield Finding(WARNING, f"{kind.what}-missing", index_path(segment, kind.suffix), None, kind.missing)
         return
-    index, problems = _open_index(TimeIndex, segment.timeindex, segment.base_offset)
+    index, problems = _open_index(kind.reader, path, segment.base_offset)
     yield from problems
     if index is None:
         return
-    file = str(segment.timeindex)
-    count, findings = _index_prefix(index, is_active, file, "timeindex")
+    file = str(path)
+    count, findings = _index_prefix(index, is_active, file, kind.what)
     yield from findings
     last_offset = table.last_offsets[-1] if table else None
     previous = None
-    for slot in _time_slots_to_check(index, count, table):
+    for slot in slots_to_check(index, count, table):
         entry = index.entry(slot)
         if slot and (previous is None or previous.slot != slot - 1):
             previous = index.entry(slot - 1)  # skipped by the pre-check: nothing to say about it
-        at = slot * index.ENTRY.size
-        where = {"slot": slot, "timestamp": entry.timestamp, "offset": entry.offset}
-        if previous is not None and (entry.timestamp <= previous.timestamp or entry.offset < previous.offset):
-            yield Finding(ERROR, "timeindex-entry-order", file, at,
-                          f"entry {slot} ({entry.timestamp}, offset {entry.offset}) does not follow "
-                          f"({previous.timestamp}, offset {previous.offset}): timestamps must increase and "
-                          f"offsets must not decrease", where)
+        yield from kind.entry_findings(segment, log, table, file, last_offset, slot, slot * index.ENTRY.size, entry,
+                                       previous)
         previous = entry
-        if entry.offset < segment.base_offset or last_offset is None or entry.offset > last_offset:
-            yield Finding(ERROR, "timeindex-offset-outside-segment", file, at,
-                          f"entry {slot} names offset {entry.offset}, outside the segment's offsets "
-                          f"{segment.base_offset}..{last_offset}", where)
-            continue
-        largest = _largest_timestamp_up_to(log, table, entry.offset)
-        if largest is not None and entry.timestamp > largest:
-            yield Finding(ERROR, "timeindex-timestamp-not-in-log", file, at,
-                          f"entry {slot} claims timestamp {entry.timestamp} by offset {entry.offset}, but the "
-                          f"largest timestamp up to that offset is {largest}", {**where, "largest": largest})
+    if kind.closing is not None:
+        yield from kind.closing(table, index, count, file, is_active)
+
+
+def _offset_entry_findings(segment: Segment, log: SegmentFile, table: BatchTable, file: str, last_offset: int | None,
+                           slot: int, at: int, entry, previous) -> Iterator[Finding]:
+    where = {"slot": slot, "offset": entry.offset, "log_position": entry.position}
+    if previous is not None and (entry.offset <= previous.offset or entry.position <= previous.position):
+        yield Finding(ERROR, "index-entry-order", file, at,
+                      f"entry {slot} (offset {entry.offset}, position {entry.position}) does not follow entry "
+                      f"{slot - 1} (offset {previous.offset}, position {previous.position})", where)
+    if entry.offset < segment.base_offset:
+        yield Finding(ERROR, "index-offset-below-base", file, at,
+                      f"entry {slot} has offset {entry.offset}, below the base offset {segment.base_offset}", where)
+        return
+    batch = table.at_position(entry.position)
+    if batch is None:
+        beyond = entry.position >= table.end
+        yield Finding(ERROR, "index-position-beyond-log" if beyond else "index-position-not-batch-start",
+                      file, at, f"entry {slot} points at byte {entry.position} of {log.path}, "
+                      + ("past its last intact batch" if beyond else "which is not where a batch starts"), where)
+        return
+    if last_offset is not None and entry.offset > last_offset:
+        yield Finding(ERROR, "index-offset-beyond-log", file, at,
+                      f"entry {slot} names offset {entry.offset}, past the segment's last offset {last_offset}",
+                      where)
+        return
+    if batch > 0 and table.last_offsets[batch - 1] >= entry.offset:
+        yield Finding(ERROR, "index-entry-skips-offset", file, at,
+                      f"entry {slot} sends a lookup of offset {entry.offset} to byte {entry.position}, after the "
+                      f"batch at {table.positions[batch - 1]} that holds offsets up to "
+                      f"{table.last_offsets[batch - 1]}", where)
+        return
+    if table.holding(entry.offset) is None:
+        yield Finding(WARNING, "index-offset-not-in-log", file, at,
+                      f"entry {slot} names offset {entry.offset}, which no batch holds", where)
+
+
+def _time_entry_findings(segment: Segment, log: SegmentFile, table: BatchTable, file: str, last_offset: int | None,
+                         slot: int, at: int, entry, previous) -> Iterator[Finding]:
+    where = {"slot": slot, "timestamp": entry.timestamp, "offset": entry.offset}
+    if previous is not None and (entry.timestamp <= previous.timestamp or entry.offset < previous.offset):
+        yield Finding(ERROR, "timeindex-entry-order", file, at,
+                      f"entry {slot} ({entry.timestamp}, offset {entry.offset}) does not follow "
+                      f"({previous.timestamp}, offset {previous.offset}): timestamps must increase and "
+                      f"offsets must not decrease", where)
+    if entry.offset < segment.base_offset or last_offset is None or entry.offset > last_offset:
+        yield Finding(ERROR, "timeindex-offset-outside-segment", file, at,
+                      f"entry {slot} names offset {entry.offset}, outside the segment's offsets "
+                      f"{segment.base_offset}..{last_offset}", where)
+        return
+    largest = _largest_timestamp_up_to(log, table, entry.offset)
+    if largest is not None and entry.timestamp > largest:
+        yield Finding(ERROR, "timeindex-timestamp-not-in-log", file, at,
+                      f"entry {slot} claims timestamp {entry.timestamp} by offset {entry.offset}, but the "
+                      f"largest timestamp up to that offset is {largest}", {**where, "largest": largest})
+
+
+def _time_index_final_entry(table: BatchTable, index: TimeIndex, count: int, file: str,
+                            is_active: bool) -> Iterator[Finding]:
+    """The last entry holds the segment's max timestamp once the segment is closed."""
     segment_max = table.max_timestamp
     if segment_max < 0:
         return
@@ -288,6 +306,13 @@ def check_time_index(segment: Segment, log: SegmentFile, table: BatchTable, is_a
             yield Finding(ERROR, "timeindex-final-entry-wrong", file, None,
                           text + ": timestamp lookups use the last entry to choose a segment",
                           {"max_timestamp": segment_max})
+
+
+_OFFSET_INDEX = _IndexKind("index", ".index", OffsetIndex,
+                           "no offset index: Kafka rebuilds it (recovery) or creates it empty", _offset_entry_findings)
+_TIME_INDEX = _IndexKind("timeindex", ".timeindex", TimeIndex,
+                         "no time index: Kafka creates it empty, so timestamp lookups fall back to the file's mtime "
+                         "until the segment is recovered", _time_entry_findings, _time_index_final_entry)
 
 
 def _largest_timestamp_up_to(log: SegmentFile, table: BatchTable, offset: int) -> int | None:

@@ -121,7 +121,7 @@ class PartitionCheck:
             start = starting_producer_state(self.partition, first)  # not in the progress total
         except KafkaLogError as exc:
             yield from_error(exc, "io-error" if isinstance(exc, InputError) else "producer-state-unavailable",
-                              str(self.partition.path))
+                             str(self.partition.path))
             self.exact_state = False
             return
         self.state, self.exact_state = start.state, start.exact
@@ -415,7 +415,7 @@ def _epoch_start_compacted(recorded_start: int, first_in_log: int, previous_last
 
 
 def check_txn_index(segment: Segment, report: SegmentReport, expected: list[AbortedTxn],
-                     abort_markers: set[tuple[int, int]], exact_state: bool) -> Iterator[Finding]:
+                    abort_markers: set[tuple[int, int]], exact_state: bool) -> Iterator[Finding]:
     """The .txnindex against the aborted transactions that the producer state says this
     segment's ABORT markers end (`abort_markers`: every ABORT marker, as (producer id, offset))."""
     if segment.txnindex is None:

@@ -21,7 +21,7 @@ from ..formats.segment import all_zero as _all_zero, next_non_zero as _next_non_
 from ..formats.txn_index import AbortedTxn
 from ..native import bulk_scan
 from ..native.columns import (ATTRIBUTES, BASE_OFFSET, BASE_SEQUENCE, LAST_OFFSET_DELTA, LEADER_EPOCH,
-                             MAX_TIMESTAMP, POSITION, PRODUCER_EPOCH, PRODUCER_ID, RECORDS_COUNT, SIZE)
+                              MAX_TIMESTAMP, POSITION, PRODUCER_EPOCH, PRODUCER_ID, RECORDS_COUNT, SIZE)
 from ..recovery import RecoveryDrops, marker_records, recovery_drops
 from .bulk import BulkScan
 from .findings import (ERROR, INFO, RANK_AFTER, RANK_BASE_OFFSET, RANK_BOUNDS, RANK_RECORDS, WARNING, Finding,
