@@ -28,8 +28,8 @@ Where things are, each module importing only those before it:
 from .findings import ERROR, INFO, MAX_FINDINGS_PER_CODE, WARNING, Finding, ProgressCallback, Summary
 from .partition import PartitionOutcome, check_partition
 from .segment import BatchConsumer, BatchFacts, FactsRun, SegmentReport, check_segment
-from .verification import Verification
+from .verification import BatchWatcher, Verification
 
-__all__ = ["ERROR", "INFO", "MAX_FINDINGS_PER_CODE", "WARNING", "BatchConsumer", "BatchFacts", "FactsRun",
+__all__ = ["ERROR", "INFO", "MAX_FINDINGS_PER_CODE", "WARNING", "BatchConsumer", "BatchFacts", "BatchWatcher", "FactsRun",
            "Finding", "PartitionOutcome", "ProgressCallback", "SegmentReport", "Summary", "Verification",
            "check_partition", "check_segment"]

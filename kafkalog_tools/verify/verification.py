@@ -6,7 +6,7 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Iterator
+from typing import Callable, Iterable, Iterator
 
 from ..broker import BrokerState, BrokerStates
 from ..errors import KafkaLogError
@@ -14,8 +14,15 @@ from ..formats import checkpoint, properties
 from ..formats.logdir import LOCAL, LocalFiles, LogDir, PartitionDir, Segment, classify
 from ..recovery import segment_of
 from .findings import ERROR, INFO, MAX_FINDINGS_PER_CODE, WARNING, Finding, ProgressCallback, Summary, from_error
-from .partition import PartitionCheck, PartitionFacts
+from .partition import PartitionCheck, PartitionFacts, SegmentChecker
 from .segment import BatchConsumer, SegmentReport, check_segment
+
+
+BatchWatcher = Callable[[int, PartitionDir], BatchConsumer]
+"""Given (the index of the path given, a partition about to be checked), a consumer that sees every
+intact batch's facts of that partition as stage 1 reads them, in log order, before stage 2 does:
+what a caller that also wants the batches (the incident report's timelines) taps, instead of
+reading the segments twice. A `FactsRun`'s columns hold only for the call."""
 
 
 @dataclass
@@ -43,9 +50,12 @@ class Verification:
 
     def __init__(self, paths: Iterable[str], *, deep: bool = True, on_progress: ProgressCallback | None = None,
                  max_findings_per_code: int = MAX_FINDINGS_PER_CODE, files: LocalFiles = LOCAL,
-                 read_as: str | None = None):
-        """`read_as`: "live" or "offline" for every log dir (--live/--offline); None: as its lock says."""
+                 read_as: str | None = None, watch: BatchWatcher | None = None):
+        """`read_as`: "live" or "offline" for every log dir (--live/--offline); None: as its lock says.
+        `watch`: hands each partition's batches to a consumer of the caller's too (here, where
+        stage 1 runs in this process)."""
         self.deep = deep
+        self.watch = watch
         self.on_progress = on_progress
         self.max_findings_per_code = max_findings_per_code
         brokers = BrokerStates(read_as, files.broker_lock)
@@ -96,13 +106,27 @@ class Verification:
     def _partition_checks(self, target: _Target, summary: Summary) -> Iterator["PartitionCheck"]:
         """Stage 2 of each partition of `target`, in order (the Spark scheduler replaces this with
         the same checks run on executors)."""
+        number = next(n for n, known in enumerate(self.targets) if known is target)  # equal ones may repeat
         for partition, named in target.partitions:
-            yield PartitionCheck(partition, named, self.deep, summary,
-                                  functools.partial(self._check_segment, live=target.live))
+            check = functools.partial(self._check_segment, live=target.live)
+            if self.watch is not None:
+                check = _watched(check, self.watch(number, partition))
+            yield PartitionCheck(partition, named, self.deep, summary, check)
 
     def _check_segment(self, segment: Segment, is_active: bool, on_batch: "BatchConsumer",
                        live: bool) -> "SegmentReport":
         return check_segment(segment, is_active, self.deep, self.on_progress, on_batch, live)
+
+
+def _watched(check_segment: SegmentChecker, watcher: BatchConsumer) -> SegmentChecker:
+    """`check_segment`, its batches handed to `watcher` too."""
+    def checked(segment: Segment, is_active: bool, on_batch: BatchConsumer) -> SegmentReport:
+        def both(facts) -> None:
+            watcher(facts)  # first: a FactsRun's columns are overwritten once on_batch returns
+            on_batch(facts)
+
+        return check_segment(segment, is_active, both)
+    return checked
 
 
 def _resolve(path: str, files: LocalFiles, brokers: BrokerStates) -> _Target:
