@@ -127,3 +127,16 @@ def test_the_cycle_check_finds_cycles():
     assert cycles(graph) == [[f"{PACKAGE}.a", f"{PACKAGE}.b", f"{PACKAGE}.c"]]
     graph[f"{PACKAGE}.c"] = set()
     assert cycles(graph) == []
+
+
+CLI_USERS = {"__main__", "manpages", "fuzz.runner", "spark.submit"}
+"""Modules that run or describe the command line itself: the entry point, the man pages, the fuzzer
+(which runs every subcommand) and spark-submit's driver (which runs one)."""
+
+
+def test_the_library_does_not_import_the_command_line():
+    """Two layers: `commands/` (click) over the library; no library module reaches up into them."""
+    cli = {f"{PACKAGE}.cli"} | {name for name in project_modules() if name.startswith(f"{PACKAGE}.commands")}
+    library = set(project_modules()) - cli - {f"{PACKAGE}.{name}" for name in CLI_USERS}
+    assert {name: sorted(imports & cli) for name, imports in import_graph().items()
+            if name in library and imports & cli} == {}

@@ -140,7 +140,7 @@ def _vectorisable(index: IndexFile, count: int, table: BatchTable) -> bool:
 
 
 def _offset_slots_to_check(index: OffsetIndex, count: int, table: BatchTable) -> Iterable[int]:
-    """The slots `check_offset_index`'s loop would report anything for (all, when not vectorisable):
+    """The slots `_offset_entry_findings` would report anything for (all, when not vectorisable):
     each of its conditions, for every entry at once."""
     if not _vectorisable(index, count, table):
         return range(count)
@@ -164,7 +164,7 @@ def _offset_slots_to_check(index: OffsetIndex, count: int, table: BatchTable) ->
 
 
 def _time_slots_to_check(index: TimeIndex, count: int, table: BatchTable) -> Iterable[int]:
-    """The slots `check_time_index`'s loop would report anything for (all, when not vectorisable),
+    """The slots `_time_entry_findings` would report anything for (all, when not vectorisable),
     and those whose offset is inside a batch with a timestamp above the batches before it: only
     that batch's records can tell (`_largest_timestamp_up_to`)."""
     if not _vectorisable(index, count, table):
