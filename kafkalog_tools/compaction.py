@@ -17,9 +17,12 @@ stay until their batch's delete horizon (set to now + delete.retention.ms the fi
 holding one is cleaned, KIP-534; V0/V1 tombstones use the segment mtime rule); records without a
 key in the cleaned range go. Aborted transactional data goes; markers go once their transaction's
 data is gone (and, for control batches, past their delete horizon); the last batch of each active
-producer is kept as an empty header to keep its sequence and epoch.
+producer is kept as an empty header to keep its sequence and epoch, and (Kafka 4.0; 3.9 and
+before drop it) so is the batch that ends at the first uncleanable offset, so that the cleaned log
+keeps its last offset.
 
-Rules checked against 3.9.0-rc2 too: unchanged. Differences we accept: the offset map is exact (Kafka's holds MD5 hashes in a bounded buffer and
+Rules checked against 3.9.0-rc2 too: unchanged but for that batch; against Kafka 4.0's cleaner by the
+differential run (`fuzz/against_kafka.py`). Differences we accept: the offset map is exact (Kafka's holds MD5 hashes in a bounded buffer and
 may stop early when full); aborted transactions come from replaying the producer state, which is
 what a sound .txnindex holds. Everything read is held in memory: this is for forensic-size logs.
 """
@@ -35,7 +38,7 @@ from pathlib import Path
 from .errors import CorruptDataError, InputError, KafkaLogError
 from .formats import checkpoint
 from .formats.batch import Batch, Record, java_long
-from .formats.logdir import PartitionDir, Segment
+from .formats.logdir import CLEAN_SHUTDOWN, PartitionDir, Segment
 from .formats.offset_index import OffsetIndex
 from .formats.record_batch import (ATTR_CONTROL, ATTR_DELETE_HORIZON, ATTR_LOG_APPEND_TIME, ATTR_TRANSACTIONAL,
                                    NO_TIMESTAMP, build_batch, build_record)
@@ -266,6 +269,13 @@ def analyze_partition(partition: PartitionDir, settings: CompactionSettings | No
             partition, report.log_start_offset, report.log_end_offset, report.problems)
     read = _read_segments(segments, report)
     state, aborted = _producer_state(partition, read, report)
+    if not partition.snapshots and (partition.path.parent / CLEAN_SHUTDOWN).exists():
+        # UnifiedLog.rebuildProducerState: after a clean shutdown, with no snapshot to load, Kafka snapshots
+        # an empty state at the last two segments and the log end instead of reading the log (the path of
+        # logs older than idempotence): the cleaner sees no producer and no open transaction
+        report.notes.append("no producer snapshot after a clean shutdown: Kafka's loader starts the producer state "
+                            "empty at the log end, so the cleaner keeps no producer's last batch")
+        state = ProducerState()
     # UnifiedLog.lastStableOffset: the first unstable offset when below the high watermark
     report.last_stable_offset = min([report.high_watermark] + list(state.ongoing))
     _cleanable_offsets(partition, read, report)
@@ -454,14 +464,16 @@ def _clean(read: list[_Segment], report: CompactionReport, offset_map: dict[byte
                 plan.kept = batch.records()
                 continue
             _filter_batch(plan, transactions, offset_map, latest, active, retain_legacy_deletes, now,
-                          settings.delete_retention_ms)
+                          settings.delete_retention_ms, report.first_uncleanable_offset)
     report.groups = _group_segments(cleaned, report)
 
 
 def _filter_batch(plan: BatchPlan, transactions: _TransactionFilter, offset_map: dict[bytes, int], latest: int,
                   active: dict[int, tuple[int, int]], retain_legacy_deletes: bool, now: int,
-                  delete_retention_ms: int) -> None:
-    """cleanInto's RecordFilter (checkBatchRetention, shouldRetainRecord) and MemoryRecords.filterTo."""
+                  delete_retention_ms: int, upper_bound: int) -> None:
+    """cleanInto's RecordFilter (checkBatchRetention, shouldRetainRecord) and MemoryRecords.filterTo.
+    `upper_bound` is the cleaning round's first uncleanable offset: Kafka 4.0 keeps the batch that
+    ends there, as an empty header if nothing in it stays, so the cleaned log keeps its last offset."""
     batch = plan.batch
     can_discard = transactions.on_control(batch) if batch.is_control else transactions.on_data(batch)
     if batch.is_control:
@@ -495,7 +507,7 @@ def _filter_batch(plan: BatchPlan, transactions: _TransactionFilter, offset_map:
             plan.outcome = REBUILT
             # Java's long sum: a delete.retention.ms near Long.MAX_VALUE wraps it negative, as Kafka writes it
             plan.delete_horizon_ms = java_long(now + delete_retention_ms) if set_horizon else batch.delete_horizon_ms
-    elif last_of_producer:
+    elif last_of_producer or batch.last_offset + 1 == upper_bound:
         plan.outcome = EMPTY_HEADER  # BatchRetention.RETAIN_EMPTY
     else:
         plan.outcome = DROPPED

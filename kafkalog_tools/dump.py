@@ -467,7 +467,7 @@ def _dump_log(path: str, kind: str, options: DumpOptions, topic: str | None, act
                         "picks the format, but no Kafka version writes it", path=path,
                         position=entry.position + 16, expected="0, 1 or 2", actual=entry.magic))
                 item = BatchItem(entry)
-                if entry.compression_id not in codecs.NAMES and not decode_records:  # (decoding says it)
+                if entry.compression_id not in codecs.NAMES:  # its records cannot be read either
                     yield item
                     yield Problem(_unknown_codec(path, entry))
                     continue
@@ -482,6 +482,7 @@ def _dump_log(path: str, kind: str, options: DumpOptions, topic: str | None, act
                             if decoder is not None and not entry.is_control:
                                 item.decoded = [_decode(decoder, r) for r in item.records_before_error]
                         yield item
+                        yield from _decoder_failures(path, item)
                         yield Problem(exc)
                         continue
                     item.records = [r for r in records if filters.record_matches(r)] if filtering else list(records)
@@ -490,6 +491,8 @@ def _dump_log(path: str, kind: str, options: DumpOptions, topic: str | None, act
                     if decoder is not None and not entry.is_control:
                         item.decoded = [_decode(decoder, r) for r in item.records]
                 yield item
+                if item.decoded:
+                    yield from _decoder_failures(path, item)
             else:
                 break
         bulk = None  # its views pin the map
@@ -582,8 +585,10 @@ class _BulkDump:
                 row = 0
             self.reader.read_anything(True)
             stop = self.n
-            refused = np.flatnonzero(self.first_record[row:stop] == bulk_scan.NOT_DECODED if self.decoded
-                                     else self.batches[B_ATTRIBUTES, row:stop] & ATTR_CODEC > max(codecs.NAMES))
+            refused = self.batches[B_ATTRIBUTES, row:stop] & ATTR_CODEC > max(codecs.NAMES)
+            if self.decoded:
+                refused |= self.first_record[row:stop] == bulk_scan.NOT_DECODED
+            refused = np.flatnonzero(refused)
             if len(refused):
                 stop = row + int(refused[0])
             if stop > row:
@@ -761,5 +766,17 @@ def _decode(decoder: PayloadDecoder, record: Record) -> DecodedPayload:
     try:
         return decoder.decode(record.key, record.value, offset=record.offset)
     except PayloadError as exc:
-        text = f"Error at offset {record.offset}, skipping. {exc}"
+        if exc.kafka_throws:
+            return DecodedPayload(None, None, None, None, warning=str(exc), kafka_throws=exc.kafka_throws)
+        text = f"Error at offset {record.offset}, skipping. {exc.kafka_message or exc}"
         return DecodedPayload(None, None, text, None, warning=str(exc))
+
+
+def _decoder_failures(path: str, item: BatchItem) -> Iterator[Problem]:
+    """A problem for each record kafka-dump-log's decoder throws on (it stops there, we go on)."""
+    records = item.records if item.records is not None else item.records_before_error
+    for record, decoded in zip(records or (), item.decoded or ()):
+        if decoded is not None and decoded.kafka_throws:
+            yield Problem(CorruptDataError(f"offset {record.offset}: {decoded.kafka_throws}", path=path,
+                                           position=record.position if record.position is not None
+                                           else item.batch.position))

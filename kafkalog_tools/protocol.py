@@ -91,6 +91,16 @@ UVarInt = _KafkaVarint(5, 32, zigzag=False)
 # ---------------------------------------------------------------------------------------------
 
 
+class ShortArrayError(StreamError):
+    """A string's or bytes' length runs past the data: construct's message, and the two numbers
+    Kafka's ByteBufferAccessor.readArray names ("Error reading byte array of N byte(s): only M
+    byte(s) available")."""
+
+    def __init__(self, length: int, available: int, path):
+        super().__init__(f"stream read less than specified amount, expected {length}, found {available}", path=path)
+        self.length, self.available = length, available
+
+
 class SizePrefixed(Construct):
     """Bytes or text behind a length prefix, with Kafka's null conventions.
 
@@ -114,7 +124,9 @@ class SizePrefixed(Construct):
             if not self.nullable:
                 raise ConstructError("non-nullable field was serialized as null", path=path)
             return None
-        data = stream_read(stream, length, path)
+        data = stream.read(length)
+        if len(data) != length:
+            raise ShortArrayError(length, len(data), path)
         return data.decode("utf-8", "replace") if self.text else data
 
     def _build(self, obj, stream, context, path):

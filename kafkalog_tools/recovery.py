@@ -31,9 +31,11 @@ from .formats import offset_index, producer_snapshot, time_index, txn_index
 from .formats.index_file import read_index_bytes
 from .schema import derive_struct, struct_fields
 from .formats.batch import INT32_MAX, Batch
+from .formats.control import MissingControlKeyError
 from .formats.logdir import LOCAL, LocalFiles, LogDir, PartitionDir, Segment, classify, read_partition_dir
 from .native import bulk_scan
-from .formats.record_batch import ATTR_CONTROL, ATTR_TRANSACTIONAL, HEADER, HEADER_SIZE, RecordBatchV2, parse_batch
+from .formats.record_batch import (ATTR_CONTROL, ATTR_TRANSACTIONAL, HEADER, HEADER_SIZE, RecordBatchV2,
+                                   VarintTooLongError, parse_batch)
 from .formats.segment import HEADER_SIZE_UP_TO_MAGIC as SEGMENT_HEADER_UP_TO_MAGIC, LOG_OVERHEAD, MIN_ENTRY_SIZE
 from .formats.segment import BadEntry, SegmentFile, Stop, offset_from_name
 from .formats.txn_index import AbortedTxn
@@ -58,12 +60,26 @@ class ProducerStateError(CorruptDataError):
 def marker_records(batch: Batch) -> list:
     """A control batch's records as ProducerAppendInfo reads its marker. DefaultRecordBatch.iterator
     asks for the codec before it reads a record, and CompressionType.forId's IllegalArgumentException
-    is not caught by LogSegment.recover: an unknown codec fails the recovery, where an unreadable
-    record cuts the log after the marker (found by the differential run against Kafka)."""
+    is not caught by LogSegment.recover: an unknown codec fails the recovery, as a marker without a
+    key (a NullPointerException) or with a varint too long (an IllegalArgumentException) does, where
+    an unreadable record cuts the log after the marker. Only the first record is read: what follows
+    it, however damaged, is Kafka's concern only when something reads the batch's records (all found
+    by the differential run against Kafka)."""
     if isinstance(batch, RecordBatchV2) and batch.count != 0 and batch.compression_id not in codecs.NAMES:
         raise ProducerStateError(f"Unknown compression type id: {batch.compression_id}", path=batch.path,
                                  position=batch.position + 21, expected="0-4", actual=batch.compression_id)
-    return batch.records()
+    try:
+        return batch.records()
+    except CorruptDataError as exc:
+        if getattr(exc, "records_before", None):
+            return exc.records_before[:1]  # ProducerAppendInfo reads the marker, the first record, and no more
+        if isinstance(exc, MissingControlKeyError):  # ControlRecordType.parse(null): a NullPointerException
+            raise ProducerStateError(f"NullPointerException reading the marker: {exc.message}", path=exc.path,
+                                     position=exc.position, expected="a control key", actual="null") from None
+        if isinstance(exc, VarintTooLongError):
+            raise ProducerStateError(f"IllegalArgumentException reading the marker: {exc.message}", path=exc.path,
+                                     position=exc.position) from None
+        raise
 
 
 @dataclass(slots=True)
@@ -401,10 +417,39 @@ def recover_segment(segment: SegmentFile, producer_state: ProducerState,
             on_progress(segment.file_size - walk.reported)
     if result.invalid is None and result.valid_bytes < segment.file_size:
         result.invalid = _tail_problem(segment)
-    # the final "max timestamp" entry that closing a segment writes
-    if result.max_timestamp > (result.time_entries[-1][0] if result.time_entries else -1):
-        result.time_entries.append((result.max_timestamp, result.offset_of_max_timestamp))
+    # the final "max timestamp" entry that closing a segment writes: TimeIndex.maybeAppend checks the
+    # offset before it looks at the timestamp, and recovery does not catch what it throws
+    try:
+        _maybe_append_time_entry(result, segment.path, result.valid_bytes)
+        _read_next_offset(segment, result)
+    except KafkaLogError as exc:
+        result.failure = exc
     return result
+
+
+def _read_next_offset(segment: SegmentFile, result: SegmentRecovery) -> None:
+    """LogSegment.readNextOffset, which the loader asks of a segment it recovered: read(the offset
+    index's last offset) finds the first batch ending at or after it and asks its baseOffset, which
+    for a V0/V1 wrapper is its first inner record's offset. A wrapper whose message set cannot be
+    read there throws, and Kafka's recovery fails (found by the differential run against Kafka)."""
+    target, position = result.offset_entries[-1] if result.offset_entries else (result.base_offset, 0)
+    for entry in segment.entries(position):
+        if entry.position >= result.valid_bytes or isinstance(entry, BadEntry):
+            return
+        if entry.last_offset < target:
+            continue
+        if entry.magic < 2 and entry.compression_id != 0:
+            try:
+                entry.base_offset
+            except (CorruptDataError, IndexError) as exc:
+                # a V0 wrapper is read lazily: a first record read is enough
+                if entry.magic == 0 and getattr(exc, "records_before", None):
+                    return
+                raise KafkaLogError(f"reading the segment's next offset, the first offset of the V{entry.magic} "
+                                    f"wrapper at {entry.position}: "
+                                    f"{getattr(exc, 'message', None) or 'its message set is empty'}",
+                                    path=segment.path, position=entry.position) from None
+        return
 
 
 class _RecoveryWalk:
@@ -447,7 +492,7 @@ class _RecoveryWalk:
             result.max_timestamp, result.offset_of_max_timestamp = entry.max_timestamp, entry.last_offset
         if result.valid_bytes - self.last_indexed_position > self.index_interval_bytes:
             _append_offset_entry(result, entry)
-            _maybe_append_time_entry(result, entry)
+            _maybe_append_time_entry(result, entry.path, entry.position)
             self.last_indexed_position = result.valid_bytes
         try:
             aborted = self.producer_state.apply(entry)
@@ -584,13 +629,14 @@ def _append_offset_entry(result: SegmentRecovery, batch: Batch) -> None:
     result.offset_entries.append((batch.last_offset, result.valid_bytes))
 
 
-def _maybe_append_time_entry(result: SegmentRecovery, batch: Batch) -> None:
-    """TimeIndex.maybeAppend: only a strictly larger timestamp is appended."""
+def _maybe_append_time_entry(result: SegmentRecovery, path: str, position: int) -> None:
+    """TimeIndex.maybeAppend: only a strictly larger timestamp is appended; an offset below the last
+    entry's throws first, whatever the timestamp."""
     last_timestamp, last_offset = result.time_entries[-1] if result.time_entries else (-1, result.base_offset)
     if result.time_entries and result.offset_of_max_timestamp < last_offset:
         raise KafkaLogError(
             f"Attempt to append an offset ({result.offset_of_max_timestamp}) to slot {len(result.time_entries)} "
-            f"no larger than the last offset appended ({last_offset})", path=batch.path, position=batch.position)
+            f"no larger than the last offset appended ({last_offset})", path=path, position=position)
     if result.max_timestamp > last_timestamp:
         result.time_entries.append((result.max_timestamp, result.offset_of_max_timestamp))
 

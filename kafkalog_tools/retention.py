@@ -176,7 +176,10 @@ class RetentionReport:
     size: int = 0
     new_log_start_offset: int | None = None
     rolled_empty_segment: bool = False
-    """Every segment goes: Kafka first rolls a new empty active segment at the log end offset."""
+    """Every segment goes: Kafka first rolls a new empty active segment (at `rolled_at`)."""
+    rolled_at: int | None = None
+    """The new segment's base offset: the log end offset, or the log start offset when the loader
+    deletes every segment because the log start offset lies beyond the log's end."""
 
     @property
     def deleted(self) -> list[SegmentVerdict]:
@@ -223,11 +226,25 @@ def analyze_partition(partition: PartitionDir, settings: RetentionSettings | Non
                                               source, upper, snapshot=str(snapshot) if snapshot else None))
     report.size = sum(s.size for s in report.segments)
     if report.log_start_offset > report.log_end_offset:
-        # LogLoader.deleteSegmentsIfLogStartGreaterThanLogEnd
-        report.notes.append(f"the log start offset {report.log_start_offset} is beyond the log end offset "
-                            f"{report.log_end_offset}: Kafka's loader deletes every segment at the next start")
-    _run_passes(report)
+        _loader_deletes_everything(report)
+    else:
+        _run_passes(report)
     return report
+
+
+def _loader_deletes_everything(report: RetentionReport) -> None:
+    """LogLoader.deleteSegmentsIfLogStartGreaterThanLogEnd: when the broker next opens the log, every
+    segment goes, the active one too, and a new empty one starts at the log start offset; the
+    retention passes then find nothing to delete."""
+    start, end = report.log_start_offset, report.log_end_offset
+    report.notes.append(f"the log start offset {start} is beyond the log end offset {end}: Kafka's loader deletes "
+                        "every segment when it opens the log")
+    for verdict in report.segments:
+        verdict.deleted_by = BY_START
+        verdict.reason = (f"the log start offset {start} is beyond the log end offset {end}: the loader deletes "
+                          "every segment")
+    report.rolled_empty_segment, report.rolled_at = True, start
+    report.new_log_start_offset = start
 
 
 def _run_passes(report: RetentionReport) -> None:
@@ -289,6 +306,7 @@ class _State:
             return
         if len(deletable) == len(self.remaining):
             self.report.rolled_empty_segment = True  # deleteSegments rolls a new active segment first
+            self.report.rolled_at = log_end
             self.log_start = max(self.log_start, log_end)
         else:
             self.log_start = max(self.log_start, self.remaining[len(deletable)].base_offset)

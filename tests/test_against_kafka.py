@@ -4,7 +4,8 @@ Each CI run draws a new seed (printed; KAFKALOG_KAFKA_SEED=N reproduces a run) a
 budget of cases: mutated segments of every magic, codec, control batches and internal topics (the
 fuzzer's own cases) parsed by Kafka and by us, dumped by kafka-dump-log and by `dump --format text`,
 recovered by Kafka and by `rebuild-index [--truncate]`; and generated keyed partitions (tombstones,
-transactions, varied configs) judged by Kafka's retention and by `retention`. A differing case is
+transactions, varied configs) judged by Kafka's retention and by `retention`, and cleaned by Kafka's
+log cleaner and by `compaction --simulate`. A differing case is
 saved as a directory (inputs and case.json); the failure message names it and the command that
 replays it. The longer run: `python -m kafkalog_tools.fuzz --against-kafka --minutes N`.
 """
@@ -23,8 +24,8 @@ from tests.conftest import CORPUS
 
 SEED_VARIABLE = "KAFKALOG_KAFKA_SEED"
 SEGMENT_CASES = 60
-"""Segment cases per run (each: a parse, a recovery and a dump compared), with a retention case per
-`against_kafka.RETENTION_EVERY` of them: about a minute on an idle 2-core machine."""
+"""Segment cases per run (each: a parse, a recovery and a dump compared), with a retention case and a
+compaction case per `against_kafka.RETENTION_EVERY` of them: about a minute on an idle 2-core machine."""
 
 
 @pytest.fixture(scope="session")
@@ -44,7 +45,7 @@ def _seed() -> int:
     return int(os.environ.get(SEED_VARIABLE) or random.SystemRandom().randrange(1 << 31))
 
 
-def test_kafka_and_we_read_recover_dump_and_retain_alike(kafka, tmp_path):
+def test_kafka_and_we_read_recover_dump_retain_and_clean_alike(kafka, tmp_path):
     seed = _seed()
     corpus = [CORPUS / name for name in ("golden", "golden-4.0", "real") if (CORPUS / name).exists()]
     print(f"seed {seed} ({SEED_VARIABLE}={seed} reproduces this run); corpus seeds from {[c.name for c in corpus]}")
@@ -53,8 +54,10 @@ def test_kafka_and_we_read_recover_dump_and_retain_alike(kafka, tmp_path):
     for difference in report.open:
         print(f"open (known, README): {difference}")
     assert report.compared == {"parse": SEGMENT_CASES, "recover": SEGMENT_CASES, "dump": SEGMENT_CASES,
-                               "retention": SEGMENT_CASES // against_kafka.RETENTION_EVERY}
+                               "retention": SEGMENT_CASES // against_kafka.RETENTION_EVERY,
+                               "compaction": SEGMENT_CASES // against_kafka.RETENTION_EVERY}
     assert report.details["batches"] > 100 and report.details["segments judged"] > 10
+    assert report.details["segments cleaned"] > 10
     assert not report.differences, (
         f"{len(report.differences)} differences from Kafka (seed {seed}; rerun the suite with "
         f"{SEED_VARIABLE}={seed}):\n" + "\n".join(str(d) for d in report.differences[:10]))

@@ -194,7 +194,7 @@ CASES = [
     Case("zstd-garbage", FIRST + raw_batch(b"\x28\xb5\x2f\xfd" + b"\xff" * 20, codec=4), 1,
          [f"{{f}}: byte {AT + 61}: zstd payload does not decompress"], [], ("-d",)),
     Case("codec-7", FIRST + raw_batch(b"x" * 20, codec=7), 1,
-         [f"{{f}}: byte {AT + 61}: unknown compression type id 7"], ["compresscodec: unknown(7) "], ("-d",)),
+         [f"{{f}}: byte {AT + 22}: unknown compression codec id 7"], ["compresscodec: unknown(7) "], ("-d",)),
     Case("legacy-v0-bad-crc", FIRST + patched(legacy.build_entry(1, 0, b"k", b"v"), 12, ">I", 1, fix_crc=False), 1,
          [], [f"offset: 1 position: {AT} ", "magic: 0 ", "isvalid: false"], ("-d",)),
     Case("legacy-v1-value-overruns", FIRST + patched(legacy.build_entry(1, 1, b"k", b"v"), 31, ">i", 1000,

@@ -180,12 +180,189 @@ def test_dump_says_an_unknown_codec_is_an_error_where_kafka_dump_log_throws(tmp_
                             for n in range(3)))
     v2 = tmp_path / "00000000000000000100.log"
     v2.write_bytes(FIRST + raw_batch(build_record(0, 0, b"k", b"v"), codec=6) + FIRST)
+    empty = tmp_path / "00000000000000000200.log"  # count 0: no record to fail on (seed 4242, case 57)
+    empty.write_bytes(FIRST + raw_batch(b"", codec=5, count=0) + FIRST)
     for path, line, byte in ((v1, "offset: 1 position: 36 CreateTime: 1700000000000 size: 36 magic: 1 "
                                   "compresscodec: unknown(7)", 36 + 17),
                              (v2, "position: 72 CreateTime: -1 size: 70 magic: 2 compresscodec: unknown(6)",
+                              72 + 22),
+                             (empty, "position: 72 CreateTime: -1 size: 61 magic: 2 compresscodec: unknown(5)",
                               72 + 22)):
-        result = CliRunner().invoke(cli, ["dump", "--format", "text", str(path)])
-        assert result.exit_code == 1, result.output
-        assert line in result.stdout
-        assert f"{path}: byte {byte}: unknown compression codec id" in result.stderr
-        assert result.stdout.count("position: ") == 3  # and the entry after it
+        for flags in ([], ["--deep-iteration"]):
+            result = CliRunner().invoke(cli, ["dump", "--format", "text", *flags, str(path)])
+            assert result.exit_code == 1, result.output
+            assert line in result.stdout
+            assert f"{path}: byte {byte}: unknown compression codec id" in result.stderr
+            assert result.stdout.count("position: ") == 3  # and the entry after it
+
+
+def test_internal_topic_keys_kafkas_decoders_cannot_read_print_or_fail_as_kafka_dump_log_does(tmp_path):
+    """Kafka 4.0's CoordinatorRecordSerde says 'Could not read version from key's buffer.' for a key
+    shorter than its int16 type, and a key struct cut short is a BufferUnderflowException ('due to:
+    null.'); DumpLogSegments throws on a record without a key, and TransactionLog on a key it cannot
+    read: kafka-dump-log stops there, we report an error (exit 1) and go on (seed 20261124, case
+    392; we printed construct's messages, and nothing at all for the transaction log)."""
+    def dump(topic: str, key: bytes | None, flag: str):
+        partition = tmp_path / f"{topic}-0"
+        partition.mkdir(exist_ok=True)
+        log = partition / "00000000000000000000.log"
+        log.write_bytes(build_batch(0, [build_record(0, 0, key, b"\x00\x01")], base_timestamp=T0, max_timestamp=T0))
+        result = CliRunner().invoke(cli, ["dump", "--format", "text", "--deep-iteration", flag, str(log)])
+        line = result.stdout.splitlines()[3]
+        assert line.startswith("| offset: 0 CreateTime: 1700000000000 keySize: "), result.output
+        return result, line[line.index("headerKeys: []") + len("headerKeys: []"):]
+
+    for topic, flag in (("__consumer_offsets", "--offsets-decoder"), ("__share_group_state", "--share-group-state-decoder")):
+        result, text = dump(topic, b"", flag)
+        assert (result.exit_code, text) == (0, " key: Error at offset 0, skipping. Could not read version from key's buffer.")
+        result, text = dump(topic, b"\x00\x01\x00", flag)
+        assert (result.exit_code, text) == (0, " key: Error at offset 0, skipping. Could not read record with version 1 "
+                                               "from key's buffer due to: null.")
+        result, text = dump(topic, b"\x00\x01\x10\x14" + b"g" * 37, flag)  # seed 20261124, case 613
+        assert (result.exit_code, text) == (0, " key: Error at offset 0, skipping. Could not read record with version 1 "
+                                               "from key's buffer due to: Error reading byte array of 4116 byte(s): "
+                                               "only 37 byte(s) available.")
+        result, text = dump(topic, None, flag)
+        decoder = "offset topic" if topic == "__consumer_offsets" else "share group state topic"
+        assert (result.exit_code, text) == (1, "")
+        assert f"Failed to decode message at offset 0 using {decoder} decoder (message had a missing key)" in result.stderr
+    for key in (b"", b"\x00", None):
+        result, text = dump("__transaction_state", key, "--transaction-log-decoder")
+        assert (result.exit_code, text) == (1, ""), result.output
+        assert "error" in result.stderr
+
+
+def _marker_partition(tmp_path, marker_record: bytes):
+    from kafkalog_tools.formats.record_batch import ATTR_CONTROL, ATTR_TRANSACTIONAL
+    from tests.test_hostile_dump import with_crc
+
+    partition = tmp_path / "t-0"
+    partition.mkdir()
+    data = build_batch(0, [build_record(0, 0, b"k", b"v")], attributes=ATTR_TRANSACTIONAL, producer_id=1,
+                       producer_epoch=0, base_sequence=0, base_timestamp=T0, max_timestamp=T0)
+    marker = build_batch(1, [marker_record], attributes=ATTR_TRANSACTIONAL | ATTR_CONTROL, producer_id=1,
+                         producer_epoch=0, base_timestamp=T0, max_timestamp=T0)
+    log = partition / "00000000000000000000.log"
+    log.write_bytes(data + with_crc(marker) + build_batch(2, [build_record(0, 0, b"k", b"v")], base_timestamp=T0,
+                                                          max_timestamp=T0))
+    return partition, log
+
+
+@pytest.mark.parametrize("record, kafka_throws", [
+    (build_record(0, 0, None, b"\x00\x00\x00\x00\x00\x03"), "NullPointerException"),
+    (b"\xff" * 5 + build_record(0, 0, b"\x00\x00\x00\x00", b"\x00\x00\x00\x00\x00\x03")[1:], "IllegalArgumentException"),
+])
+def test_a_marker_kafkas_recovery_throws_on_fails_rebuild_index(tmp_path, record, kafka_throws):
+    """A marker without a key (ControlRecordType.parse: NullPointerException) or whose record length
+    varint runs past 5 bytes (read before DefaultRecord.readFrom's try: IllegalArgumentException):
+    LogSegment.recover does not catch either, so Kafka's recovery fails, nothing cut (we cut the marker
+    off). A longer varint elsewhere in the record is an InvalidRecordException: recovery cuts there."""
+    partition, log = _marker_partition(tmp_path, record)
+    before = log.read_bytes()
+    result = CliRunner().invoke(cli, ["rebuild-index", "--truncate", "--no-backup", "--format", "json", str(partition)])
+    assert result.exit_code == 1, result.output
+    assert kafka_throws in result.output
+    assert log.read_bytes() == before
+
+
+def test_a_marker_with_a_long_timestamp_varint_is_cut_by_recovery(tmp_path):
+    record = build_record(0, 0, b"\x00\x00\x00\x00", b"\x00\x00\x00\x00\x00\x03")
+    record = record[1:2] + b"\xff" * 10 + b"\x01" + record[3:]  # attributes, then an 11-byte timestamp delta
+    partition, log = _marker_partition(tmp_path, bytes([(len(record)) << 1]) + record)
+    result = CliRunner().invoke(cli, ["rebuild-index", "--truncate", "--no-backup", "--format", "json", str(partition)])
+    assert result.exit_code == 0, result.output
+    assert log.stat().st_size == 70 + len(record) + 1 + 61  # the data batch and the marker: what comes after, cut
+
+
+def test_a_log_start_offset_past_the_log_end_deletes_every_segment(tmp_path):
+    """LogLoader.deleteSegmentsIfLogStartGreaterThanLogEnd: Kafka's retain answered every segment
+    gone and one empty segment at the log start offset (we kept the last segment)."""
+    import json
+
+    partition = tmp_path / "t-0"
+    partition.mkdir()
+    for base in (0, 3):
+        (partition / f"{base:020d}.log").write_bytes(b"".join(
+            build_batch(base + n, [build_record(0, 0, b"k", b"v")], base_timestamp=T0, max_timestamp=T0)
+            for n in range(3)))
+    result = CliRunner().invoke(cli, ["retention", "--format", "json", "--now", str(T0), "--log-start-offset", "50",
+                                      str(partition)])
+    assert result.exit_code == 0, result.output
+    objects = [json.loads(line) for line in result.stdout.splitlines()]
+    assert [(o["base_offset"], o["deleted_by"]) for o in objects if o["type"] == "segment"] == [
+        (0, "log-start-offset"), (3, "log-start-offset")]
+    summary = objects[-1]
+    assert (summary["new_log_start_offset"], summary["rolls_new_segment"], summary["new_segment_base_offset"]) == (
+        50, True, 50)
+
+
+def test_recovery_reads_a_marker_batchs_first_record_only(tmp_path):
+    """ProducerAppendInfo takes the marker from the batch's first record and reads no further: a
+    marker batch whose count says 13 is recovered whole by Kafka (seed 777001, case 76; we cut it)."""
+    from tests.test_hostile_dump import with_crc
+
+    partition, log = _marker_partition(tmp_path, build_record(0, 0, b"\x00\x00\x00\x00", b"\x00\x00\x00\x00\x00\x03"))
+    data = bytearray(log.read_bytes())
+    struct.pack_into(">i", data, 70 + 57, 13)  # the marker's record count
+    data[70:70 + 78] = with_crc(bytes(data[70:70 + 78]))
+    log.write_bytes(bytes(data))
+    result = CliRunner().invoke(cli, ["rebuild-index", "--truncate", "--no-backup", "--format", "json", str(partition)])
+    assert result.exit_code == 0, result.output
+    assert log.read_bytes() == bytes(data)
+
+
+def test_the_closing_time_index_entry_checks_its_offset_first(tmp_path):
+    """LogSegment.recover ends with TimeIndex.maybeAppend(max timestamp, its offset): an offset below the
+    last entry's throws (InvalidOffsetException), whatever the timestamp, and Kafka's loader cuts the
+    segment to its base offset; we report the failure and write nothing (seed 777001, case 386: we
+    appended nothing and recovered)."""
+    partition = tmp_path / "t-0"
+    partition.mkdir()
+    batches = [build_batch(0, [build_record(0, 0, b"k", b"v" * 200)], base_timestamp=T0, max_timestamp=T0),
+               build_batch(1_000_000, [build_record(0, 0, b"k", b"v")], base_timestamp=T0 + 1, max_timestamp=T0 + 1),
+               build_batch(2, [build_record(0, 0, b"k", b"v")], base_timestamp=T0 + 2, max_timestamp=T0 + 2)]
+    log = partition / "00000000000000000000.log"
+    log.write_bytes(b"".join(batches))
+    before = log.read_bytes()
+    result = CliRunner().invoke(cli, ["rebuild-index", "--truncate", "--no-backup", "--index-interval-bytes", "100",
+                                      "--format", "json", str(partition)])
+    assert result.exit_code == 1, result.output
+    assert "Attempt to append an offset (2) to slot 1 no larger than the last offset appended (1000000)" in result.output
+    assert log.read_bytes() == before
+
+
+def test_the_cleaner_keeps_the_batch_that_ends_the_cleaning_round(tmp_path):
+    """Kafka 4.0's cleaner keeps the batch whose next offset is the round's first uncleanable offset,
+    as an empty header when none of its records stay (seed 777001, compaction case 60: a record
+    without a key last before the active segment; we dropped the batch)."""
+    partition = tmp_path / "logs" / "t-0"
+    partition.mkdir(parents=True)
+    (partition / "00000000000000000000.log").write_bytes(
+        build_batch(0, [build_record(0, 0, b"k", b"v")], base_timestamp=T0, max_timestamp=T0)
+        + build_batch(1, [build_record(0, 0, None, b"no key")], base_timestamp=T0, max_timestamp=T0))
+    (partition / "00000000000000000002.log").write_bytes(
+        build_batch(2, [build_record(0, 0, b"k", b"v2")], base_timestamp=T0, max_timestamp=T0))
+    out = tmp_path / "out"
+    result = CliRunner().invoke(cli, ["compaction", "--simulate", "--output-dir", str(out), "--now", str(T0 + 1),
+                                      "--format", "json", str(partition)])
+    assert result.exit_code == 0, result.output
+    with SegmentFile(out / "t-0" / "00000000000000000000.log") as segment:
+        batches = list(segment.entries())
+    assert [(b.base_offset, b.last_offset, b.count, b.size) for b in batches] == [(0, 0, 1, 70), (1, 1, 0, 61)]
+
+
+@pytest.mark.parametrize("interval, fails", [(1, True), (4096, False)])
+def test_reading_a_recovered_segments_next_offset_reads_a_wrapper_it_lands_on(tmp_path, interval, fails):
+    """LogSegment.readNextOffset, after recovery, asks the baseOffset of the batch at the offset index's
+    last entry, which for a V0/V1 wrapper is its first inner record's: an empty snappy wrapper there
+    fails Kafka's recovery ('[EMPTY_INPUT] Cannot decompress empty stream'); with no index entry it is
+    not read (seed 777001, recover case 439, and 11 cases of the same kind; we recovered)."""
+    partition = tmp_path / "t-0"
+    partition.mkdir()
+    log = partition / "00000000000000000000.log"
+    log.write_bytes(b"".join(legacy.build_entry(n, 1, b"k", b"v", timestamp=T0) for n in range(3))
+                    + legacy.build_entry(3, 1, None, b"", timestamp=T0, attributes=2))
+    result = CliRunner().invoke(cli, ["rebuild-index", "--truncate", "--no-backup", "--index-interval-bytes",
+                                      str(interval), "--format", "json", str(partition)])
+    assert result.exit_code == (1 if fails else 0), result.output
+    assert ("reading the segment's next offset, the first offset of the V1 wrapper at 108" in result.output) == fails

@@ -45,7 +45,7 @@ def decompress(data: bytes, limit: int, magic: int) -> bytes:
     pos = len(XERIAL_HEADER)
     while pos < len(data):
         if len(data) - pos < 4:
-            raise ValueError(f"xerial chunk header cut short at payload byte {pos}")
+            break  # SnappyInputStream.hasNextChunk: fewer than 4 bytes left is the end of the stream
         (length,) = struct.unpack_from(">i", data, pos)
         if length == _MAGIC_AS_LENGTH and data.startswith(XERIAL_MAGIC, pos):
             pos += len(XERIAL_HEADER)

@@ -102,7 +102,8 @@ def report_objects(report: retention.RetentionReport) -> list[dict]:
         "high_watermark_source": report.high_watermark_source, "log_end_offset": report.log_end_offset,
         "size": report.size, "segments": len(report.segments), "deleted_segments": len(report.deleted),
         "deleted_bytes": sum(s.size for s in report.deleted), "new_log_start_offset": report.new_log_start_offset,
-        "rolls_new_segment": report.rolled_empty_segment, "notes": report.notes,
+        "rolls_new_segment": report.rolled_empty_segment, "new_segment_base_offset": report.rolled_at,
+        "notes": report.notes,
         "problems": report.problems,
     })
     return out
@@ -120,7 +121,7 @@ def _partition_lines(report: retention.RetentionReport) -> list[tuple[str, str |
     lines = [(_summary_text(report), None)]
     lines.extend((f"  delete {Path(s.file).name} ({s.deleted_by}): {s.reason}", "red") for s in report.deleted)
     if report.rolled_empty_segment:
-        lines.append(("  every segment goes: Kafka first rolls a new empty segment at the log end offset", None))
+        lines.append((f"  every segment goes: Kafka first rolls a new empty segment at offset {report.rolled_at}", None))
     return lines
 
 
@@ -149,7 +150,8 @@ def _print_table(report: retention.RetentionReport) -> None:
         console.print(table)
     console.print(_summary_text(report), markup=False)
     if report.rolled_empty_segment:
-        console.print("every segment goes: Kafka first rolls a new empty segment at the log end offset", markup=False)
+        console.print(f"every segment goes: Kafka first rolls a new empty segment at offset {report.rolled_at}",
+                      markup=False)
     for leftover in report.leftovers:
         console.print(Text(f"leftover {leftover.file}: {leftover.action}", style="yellow"))
     for note in report.notes:

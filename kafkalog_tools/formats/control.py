@@ -34,6 +34,11 @@ class ControlRecordError(CorruptDataError, ValueError):
     """A control record's key or value that does not parse."""
 
 
+class MissingControlKeyError(ControlRecordError):
+    """A control record with a null key: where Kafka reads it as a transaction marker
+    (ControlRecordType.parse), a NullPointerException, which nothing catches."""
+
+
 # ---------------------------------------------------------------------------------------------
 # Decoding
 # ---------------------------------------------------------------------------------------------
@@ -42,7 +47,7 @@ class ControlRecordError(CorruptDataError, ValueError):
 def parse_control(key: bytes | None, value: bytes | None) -> ControlRecord:
     """Decode a control record as ControlRecordType.parse and EndTransactionMarker.deserialize do."""
     if key is None or len(key) < CONTROL_KEY.sizeof():
-        raise ControlRecordError(
+        raise (ControlRecordError if key is not None else MissingControlKeyError)(
             f"control record key is {0 if key is None else len(key)} bytes; a control key needs 4"
         )
     parsed = CONTROL_KEY.parse(key)

@@ -27,6 +27,8 @@ SEGMENT_FILE = re.compile(r"^(?P<offset>\d{20})(?P<suffix>\.log|\.index|\.timein
 SNAPSHOT_FILE = re.compile(r"^(?P<offset>\d{20})\.snapshot$")
 KRAFT_SNAPSHOT_FILE = re.compile(r"^(?P<offset>\d{20})-(?P<epoch>\d{10})\.checkpoint$")
 LEFTOVER_SUFFIXES = (".deleted", ".cleaned", ".swap")
+CLEAN_SHUTDOWN = ".kafka_cleanshutdown"
+"""Written by a broker that stopped cleanly (its loader then trusts the logs it finds)."""
 PARTITION_KNOWN_FILES = ("leader-epoch-checkpoint", "partition.metadata", "quorum-state")
 LOGDIR_KNOWN_FILES = (
     "meta.properties",
@@ -34,7 +36,7 @@ LOGDIR_KNOWN_FILES = (
     "replication-offset-checkpoint",
     "log-start-offset-checkpoint",
     "cleaner-offset-checkpoint",
-    ".kafka_cleanshutdown",
+    CLEAN_SHUTDOWN,
     ".lock",
     "bootstrap.checkpoint",
 )

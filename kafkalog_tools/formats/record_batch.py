@@ -176,6 +176,17 @@ class _Overrun(Exception):
     """A varint or a length ran past the end of the records section."""
 
 
+class _LengthVarintTooLong(ValueError):
+    pass
+
+
+class VarintTooLongError(CorruptDataError):
+    """A record whose length varint is longer than 5 bytes: ByteUtils throws an
+    IllegalArgumentException that DefaultRecord.readFrom, unlike for the record's other varints,
+    does not turn into an InvalidRecordException (so LogSegment.recover, reading a marker, fails
+    instead of truncating)."""
+
+
 _ONE_BYTE_ZIGZAG = [(b >> 1) ^ -(b & 1) for b in range(0x80)]
 _TWO_BYTE_ZIGZAG = [(v >> 1) ^ -(v & 1) for v in range(0x4000)]
 """Zigzag values of two-byte varints, by their 14 payload bits (lengths of 64 B..8 KiB, deltas >= 64)."""
@@ -226,7 +237,10 @@ def decode_records(batch: RecordBatchV2) -> list[Record]:
                 length = two_byte[byte & 0x7F | data[pos + 1] << 7]
                 pos += 2
             else:
-                length, pos = _varint(data, pos, end, 5, 32)
+                try:
+                    length, pos = _varint(data, pos, end, 5, 32)
+                except ValueError as exc:  # read before DefaultRecord.readFrom's try: not an InvalidRecordException
+                    raise _LengthVarintTooLong(str(exc)) from None
             body = pos
             if length < 0 or body + length > end:
                 raise _Overrun
@@ -334,7 +348,9 @@ def decode_records(batch: RecordBatchV2) -> list[Record]:
             raise _record_error(batch, index, start, compressed,
                                 "Incorrect declared batch size, premature EOF reached", TruncatedError, records) from None
         except ValueError as exc:
-            raise _record_error(batch, index, start, compressed, str(exc), CorruptDataError, records) from None
+            raise _record_error(batch, index, start, compressed, str(exc),
+                                VarintTooLongError if isinstance(exc, _LengthVarintTooLong) else CorruptDataError,
+                                records) from None
         # positional (Record's field order): keyword construction costs three times as much
         record = Record(_java_long_sum(base_offset, offset_delta),
                         max_timestamp if log_append else _java_long_sum(base_ts, ts_delta), key, value,
@@ -443,7 +459,7 @@ def _attach_control(batch: RecordBatchV2, record: Record, index: int, start: int
     try:
         record.control = parse_control(record.key, record.value)
     except ControlRecordError as exc:
-        raise _record_error(batch, index, start, compressed, str(exc), CorruptDataError, records_before) from None
+        raise _record_error(batch, index, start, compressed, str(exc), type(exc), records_before) from None
 
 
 def _java_long_sum(base: int, delta: int) -> int:

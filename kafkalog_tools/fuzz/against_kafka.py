@@ -3,7 +3,7 @@ inputs read, recovered, dumped, retained and cleaned by Kafka 4.0 and by us; any
 
 Cases come from the fuzzer's own generator (`cases.py`: seeds from the corpora given and synthesized
 ones - every magic, codec, control batches, internal topics - mutated by `mutate.py`) without its
-filesystem hazards; keyed partitions for retention and compaction from `partitions.py`. A case is
+filesystem hazards; keyed partitions for retention and compaction from `keyed_partition`. A case is
 fully determined by (run seed, kind, case number, seed files). Kinds:
 
 - `parse`: one segment read by Kafka (`kafka-oracle parse`, FileRecords as kafka-dump-log reads
@@ -16,8 +16,9 @@ fully determined by (run seed, kind, case number, seed files). Kinds:
   (`kafka-oracle recover`): the same bytes in every .log, .index, .timeindex and .txnindex.
 - `retention`: `kafkalog retention` against `UnifiedLog.deleteOldSegments` (`kafka-oracle retain`):
   the same segments deleted for the same reasons, the same new log start offset.
-- `compaction`: `kafkalog compaction --simulate` against Kafka's cleaner (`kafka-oracle clean`): the
-  same segments, records and bytes after cleaning.
+- `compaction`: `kafkalog compaction --simulate` against one pass of Kafka's cleaner (`kafka-oracle
+  clean`): the same cleanable range and decision, the same segments after with the same batches and
+  records, the same bytes where nothing is compressed.
 
 A case that differs is saved as a directory (its inputs and `case.json`, which names the kind,
 the seed, the number, the difference and the command lines of both sides) so that it reproduces
@@ -37,6 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import KafkaLogError
+from ..formats.logdir import CLEAN_SHUTDOWN
 from ..formats.segment import BadEntry, SegmentFile, Stop
 from ..payloads.transaction_state import TransactionState
 from . import cases, oracle
@@ -44,7 +46,7 @@ from .runner import _on_alarm, run_in_process
 
 KINDS = ("parse", "dump", "recover", "retention", "compaction")
 RETENTION_EVERY = 2
-"""One retention case per this many segment cases."""
+"""One retention case and one compaction case per this many segment cases."""
 TIME_LIMIT = 600.0
 """Seconds one of our command runs may take (generous: the first run of a compiled kernel compiles it)."""
 REPRODUCE_VARIABLE = "KAFKALOG_KAFKA_DIFF_DIR"
@@ -99,22 +101,12 @@ OPEN_DIFFERENCES = (  # (kind, pattern of the difference, what it is): known, no
      "a V0/V1 key or value size field below -1: Kafka reports the field, we -1 (a null)"),
     ("dump", r"(key|value)Size: -1 .* vs Kafka .*(key|value)Size: -\d\d+",
      "a V0/V1 key or value size field below -1: Kafka prints the field, we -1 (a null)"),
-    ("parse", r"control record key is \d+ bytes",
-     "a control record whose key is short or null: Kafka's iterator returns it (and fails later reading it); "
-     "ours fails the batch's records"),
+    ("parse", r"control record key is \d+ bytes|Invalid version found for control record",
+     "a control record whose key is short, null or of a negative version: Kafka's iterator returns it (and fails "
+     "later reading it); ours fails the batch's records"),
     ("dump", r"vs Kafka 'baseOffset: .* size: (1[4-9]|[2-5]\d|60) magic: ([2-9]|\d\d+) ",
      "a V2 entry (magic >= 2) shorter than a batch header: kafka-dump-log prints header fields read from the bytes after it; "
      "we print none"),
-    ("retention", r"log start offset past the log end, Kafka's loader deletes every segment",
-     "a log start offset past the log end: Kafka's loader deletes every segment, the active one too, and rolls "
-     "a new one; ours keeps the last"),
-    ("recover", r"^Kafka's recovery threw \(\{'class': '(java\.lang\.IllegalArgumentException|java\.lang\.IndexOutOfBounds"
-                r"Exception|java\.nio\.BufferUnderflowException|org\.apache\.kafka\.common\.KafkaException)'.* but ours exit 0",
-     "an entry whose reading in LogSegment.recover throws a runtime exception that recovery does not catch (an "
-     "unknown codec id or a failed decompression of a V0/V1 wrapper, a varint too long in a marker): Kafka's "
-     "recovery fails, ours cuts there"),
-    ("recover", r"NullPointerException",
-     "Kafka's recovery throws a NullPointerException on a marker with a null key; ours goes on"),
 )
 """Each is in the README's list of open differences; a case of one is saved as open-<kind>-..."""
 
@@ -302,6 +294,7 @@ PAYLOADS = {  # topic -> (kafka-oracle --decode kind, our decoder's name)
     "__consumer_offsets": ("consumer-offsets", "consumer-offsets"),
     "__transaction_state": ("transaction-log", "transaction-log"),
     "__share_group_state": ("share-group-state", "share-group-state"),
+    "__remote_log_metadata": ("remote-log-metadata", "remote-log-metadata"),
 }
 """Internal topics whose payloads are compared with Kafka's JSON converters. A new decoder is
 compared by adding its topic here (and, where its JSON differs in shape, a case in `compare_payload`)."""
@@ -322,6 +315,13 @@ def compare_payload(decoder_name: str, record, kafka: dict, report: Report) -> s
         report.count("payloads not compared (kept raw)")
         return None
     report.count("payloads")
+    if decoder_name == "remote-log-metadata":  # no key; Kafka's object's toString is what its tool prints
+        theirs = {k: kafka.get(k) for k in ("apiKey", "valueVersion", "value", "toString")}
+        value = _plain(ours.value) or {}
+        mine = {"apiKey": value.get("apiKey"), "valueVersion": value.get("version"), "value": value.get("data"),
+                "toString": ours.value_text}
+        mismatch = _first_mismatch(mine, theirs)
+        return None if mismatch is None else f"decoded {mismatch}"
     theirs = {k: kafka.get(k) for k in ("keyVersion", "key", "valueVersion", "value")}
     theirs["value"] = _as_converters_write(theirs["value"])
     mismatch = _first_mismatch(_our_payload(ours), theirs)
@@ -441,10 +441,6 @@ def compare_recover(partition: Path, work: Path, truncate: bool, interval: int, 
         return [f"our rebuild-index failed: {result.failure}: {result.detail[-800:]}"]
     ours_segments = {o["base_offset"]: o for o in map(json.loads, out.splitlines()) if o.get("type") == "segment"}
     segments = [o for o in objects if o["type"] == "segment"]
-    if any(s["status"] == "exception" and ((s.get("exception") or {}).get("message") or "").startswith(
-            "Invalid wrapper magic") for s in segments):
-        report.count("recoveries with a wrapper of invalid magic (open)")
-        return []  # OPEN: Kafka's readNextOffset throws after recovery kept it; ours says nothing (see README)
     if summary.get("outcome") != "ok":
         report.count("recoveries Kafka failed")
         thrown = summary.get("exception") or next((s.get("exception") for s in segments if s.get("exception")), None)
@@ -586,12 +582,16 @@ def compare_retention(partition: Path, options: dict, orc: oracle.Oracle, report
     if any("Deleting all segments because logEndOffset" in (line.get("message") or "")
            for line in summary.get("kafkaLog", [])):
         # the log start offset lies past the log's end: Kafka's loader deletes every segment before the
-        # retention pass runs; ours says the log start offset deletes them
+        # retention pass runs, and starts an empty one; ours says the log start offset deletes them
         theirs_deleted = [(o["base_offset"], "log-start-offset") for o in ours if o["type"] == "segment"]
         report.count("retentions where Kafka's loader deleted every segment")
         if ours_deleted != theirs_deleted:
             found.append(f"log start offset past the log end, Kafka's loader deletes every segment: ours deletes "
                          f"{ours_deleted} of {theirs_deleted} ({options})")
+        kafka_new = [segment["baseOffset"] for segment in summary.get("segmentsBefore", [])]
+        if [ours_summary.get("new_segment_base_offset")] != kafka_new:
+            found.append(f"the loader's new segment: ours at {ours_summary.get('new_segment_base_offset')} vs Kafka "
+                         f"{kafka_new} ({options})")
     elif ours_deleted != theirs_deleted:
         found.append(f"deleted (segment, reason): ours {ours_deleted} vs Kafka {theirs_deleted} ({options})")
     if ours_summary["new_log_start_offset"] != summary["logStartOffset"]:
@@ -607,6 +607,88 @@ def retention_options(rng: random.Random, generated: dict) -> dict:
             "retention_bytes": rng.choice((-1, -1, 0, 100, 1000, 5000, rng.randrange(0, 20000))),
             "log_start_offset": rng.choice((0, 0, 0, rng.randrange(0, generated["log_end_offset"] + 2))),
             "cleanup_policy": rng.choice(("delete", "delete", "compact", "compact,delete"))}
+
+
+# ---------------------------------------------------------------------------------------------
+# compaction --simulate against Kafka's cleaner
+# ---------------------------------------------------------------------------------------------
+
+CLEANABLE_FIELDS = (  # (Kafka's `cleanable` field, ours in compaction_summary)
+    ("firstDirtyOffset", "first_dirty_offset"), ("firstUncleanableOffset", "first_uncleanable_offset"),
+    ("cleanBytes", "clean_bytes"), ("cleanableBytes", "cleanable_bytes"), ("lastStableOffset", "last_stable_offset"),
+    ("selectedByCleanerManager", "would_clean"),
+)
+
+
+def _segment_content(path: Path) -> list[tuple]:
+    """A cleaned segment as what it holds: each batch's header fields but the ones a codec's own
+    bytes decide (size, CRC), and its records; for an uncompressed batch its size and CRC too."""
+    content = []
+    with SegmentFile(path) as segment:
+        for entry in segment.entries():
+            if isinstance(entry, BadEntry):
+                content.append(("unreadable", entry.position, str(entry.error)))
+                break
+            header = tuple(getter(entry) for name, getter in BATCH_FIELDS
+                           if name not in ("sizeInBytes", "crc") or entry.compression_id == 0)
+            try:
+                records = [(r.offset, r.timestamp, r.key, r.value, tuple(r.headers)) for r in entry.records()]
+            except KafkaLogError as exc:
+                records = [("records fail", exc.message)]
+            content.append((header, records))
+    return content
+
+
+def compare_compaction(partition: Path, options: dict, orc: oracle.Oracle, report: Report, work: Path) -> list[str]:
+    """`kafkalog compaction --simulate` against one pass of Kafka's cleaner (`kafka-oracle clean`):
+    the same cleanable range and decision, the same segments after, holding the same batches and
+    records (and the same bytes where nothing is compressed: a codec's output is its own)."""
+    argv = ["--now", str(options["now"]), "--delete-retention-ms", str(options["delete_retention_ms"]),
+            "--min-compaction-lag-ms", str(options["min_compaction_lag_ms"]),
+            "--min-cleanable-ratio", str(options["min_cleanable_ratio"]), "--segment-bytes", str(options["segment_bytes"])]
+    kafka_out, ours_out = work / "kafka-cleaned", work / "ours-cleaned"
+    for directory in (kafka_out, ours_out):
+        shutil.rmtree(directory, ignore_errors=True)
+    # Kafka's loader as the broker's last stop left the log dir: clean (a marker) or not (recovery first)
+    clean_stop = (partition.parent / CLEAN_SHUTDOWN).exists()
+    code, objects = orc("clean", partition, kafka_out, *argv, *([] if clean_stop else ["--unclean"]))
+    clean = objects[-1] if objects else {}
+    if code != 0 or clean.get("type") != "clean" or clean.get("outcome") != "ok":
+        return [f"Kafka's cleaner failed: {str(clean)[:800]}"]
+    result, out, err = run_in_process(["compaction", "--simulate", "--output-dir", os.fspath(ours_out), "--format",
+                                       "json", *argv, os.fspath(partition)], TIME_LIMIT)
+    if result.failure or result.code != 0:
+        return [f"our compaction failed: exit {result.code} {result.failure or ''} {err[-500:]}"]
+    ours = next(json.loads(line) for line in out.splitlines() if '"compaction_summary"' in line)
+    cleanable = next(o for o in objects if o["type"] == "cleanable")
+    found = [f"{theirs}: ours {ours[mine]} vs Kafka {cleanable[theirs]} ({options})"
+             for theirs, mine in CLEANABLE_FIELDS if ours[mine] != cleanable[theirs]]
+    if ours["cleaned_up_to"] != clean["endOffset"]:
+        found.append(f"cleaned up to: ours {ours['cleaned_up_to']} vs Kafka {clean['endOffset']} ({options})")
+    kafka_logs = sorted(p.name for p in kafka_out.glob("*.log"))
+    ours_logs = sorted(p.name for p in (ours_out / partition.name).glob("*.log"))
+    report.count("segments cleaned", len(kafka_logs))
+    if kafka_logs != ours_logs:
+        return found + [f"segments after: ours {ours_logs} vs Kafka {kafka_logs} ({options})"]
+    for name in kafka_logs:
+        theirs_path, ours_path = kafka_out / name, ours_out / partition.name / name
+        if theirs_path.read_bytes() == ours_path.read_bytes():
+            report.count("cleaned segments byte for byte")
+            continue
+        theirs, mine = _segment_content(theirs_path), _segment_content(ours_path)
+        if theirs != mine:
+            n = next((i for i, (a, b) in enumerate(zip(mine, theirs)) if a != b), min(len(mine), len(theirs)))
+            found.append(f"{name}, batch {n}: ours {str(mine[n:n + 1])[:400]} vs Kafka {str(theirs[n:n + 1])[:400]} "
+                         f"({options})")
+    return found
+
+
+def compaction_options(rng: random.Random, generated: dict) -> dict:
+    return {"now": generated["last_timestamp"] + rng.choice((0, 1, 60_000, DAY, 7 * DAY)),
+            "delete_retention_ms": rng.choice((0, 1, 60_000, DAY, 86400000)),
+            "min_compaction_lag_ms": rng.choice((0, 0, 0, 60_000, DAY)),
+            "min_cleanable_ratio": rng.choice((0.5, 0.5, 0.01, 0.99)),
+            "segment_bytes": rng.choice((1073741824, 1073741824, 2048, 8192))}
 
 
 class Runner:
@@ -671,6 +753,22 @@ class Runner:
         shutil.rmtree(root, ignore_errors=True)
         return differences
 
+    def compaction_case(self, number: int) -> list[Difference]:
+        """Case `number`: a generated keyed partition cleaned once by both."""
+        rng = random.Random(f"{self.run_seed}:kafka-compaction:{number}")
+        root = self.work_dir / f"compaction-{number}"
+        shutil.rmtree(root, ignore_errors=True)
+        generated = keyed_partition(rng, root / "logs" / "keyed-0")
+        if rng.random() < 0.5:
+            (root / "logs" / CLEAN_SHUTDOWN).write_bytes(b"")
+        params = {"file": "logs/keyed-0", **compaction_options(rng, generated)}
+        found = compare_compaction(root / params["file"], params, self.oracle, self.report, root / "out")
+        self._tally("compaction")
+        shutil.rmtree(root / "out", ignore_errors=True)
+        differences = self._differences("compaction", number, found, root, params)
+        shutil.rmtree(root, ignore_errors=True)
+        return differences
+
     def flush_dumps(self) -> list[Difference]:
         """The pending dump comparisons: one kafka-dump-log run per set of flags."""
         differences = []
@@ -730,6 +828,8 @@ def replay(saved: Path, orc: oracle.Oracle, work_dir: Path) -> list[str]:
         return compare_recover(path.parent, work_dir / "recover", params["truncate"], params["interval"], orc, report)
     if kind == "retention":
         return compare_retention(path, params, orc, report)
+    if kind == "compaction":
+        return compare_compaction(path, params, orc, report, work_dir / "compaction")
     if kind == "dump":
         text, threw = orc.dump_log([path], params["dump_flags"])[os.fspath(path)]
         return compare_dump(path, params["dump_flags"], text, threw, report)
@@ -749,7 +849,8 @@ def run(run_seed: int, *, corpus: list[Path], work_dir: Path, orc: oracle.Oracle
             if on_difference:
                 on_difference(difference)
         if number % RETENTION_EVERY == 0:
-            for difference in runner.retention_case(number // RETENTION_EVERY):
+            for difference in [*runner.retention_case(number // RETENTION_EVERY),
+                               *runner.compaction_case(number // RETENTION_EVERY)]:
                 if on_difference:
                     on_difference(difference)
         number += 1

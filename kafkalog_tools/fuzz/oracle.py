@@ -16,6 +16,13 @@ from pathlib import Path
 HOME_VARIABLE = "KAFKALOG_KAFKA_ORACLE"
 """Where the oracle lies, if not at `../shared/tools/kafka-oracle` beside the project."""
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
+HEAP = "-Xmx3g"
+"""The oracle's and kafka-dump-log's JVM heap (unless KAFKA_ORACLE_HEAP_OPTS, KAFKA_HEAP_OPTS say
+otherwise; their defaults are 512 MiB and 256 MiB). Kafka's legacy deep iterator
+allocates an inner message's declared size (up to 2 GiB) before it finds the bytes missing and ends
+the message set there: with the oracle's default 512 MiB, Kafka's answer on such a wrapper was an
+OutOfMemoryError, which says what the JVM had, not what Kafka reads (seed 20261124, case 84). The
+heap is committed only as it is used."""
 
 
 def home() -> Path:
@@ -43,7 +50,8 @@ class Oracle:
         self.home = location or home()
         self.process = subprocess.Popen([os.fspath(self.home / "bin" / "kafka-oracle"), "serve"],
                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                                        text=True, bufsize=1)
+                                        text=True, bufsize=1,
+                                        env={"KAFKA_ORACLE_HEAP_OPTS": HEAP, **os.environ})
         self.calls = 0
 
     def __enter__(self) -> "Oracle":
@@ -86,7 +94,7 @@ class Oracle:
         pending = [os.fspath(f) for f in files]
         while pending:
             done = subprocess.run([os.fspath(self.home / "bin" / "kafka-dump-log"), *flags, "--files", ",".join(pending)],
-                                  capture_output=True)
+                                  capture_output=True, env={"KAFKA_HEAP_OPTS": HEAP, **os.environ})
             # decoded without newline translation: a payload's "\r" is part of its line
             chunks = _split_by_file(done.stdout.decode("utf-8", "replace"), pending)
             for name, text in chunks.items():

@@ -17,7 +17,16 @@ from ..errors import CorruptDataError
 
 class PayloadError(CorruptDataError, ValueError):
     """A key or value that its decoder cannot read (the message says what and where). A
-    CorruptDataError like every error the library raises on bad data; a ValueError as before."""
+    CorruptDataError like every error the library raises on bad data; a ValueError as before.
+    `kafka_message`, where set, is what Kafka's decoder says instead (kafka-dump-log prints it after
+    "Error at offset N, skipping."); `kafka_throws`, what kafka-dump-log throws with instead of
+    printing a line (it stops there; `dump` reports it as an error and goes on)."""
+
+    def __init__(self, message: str, *, kafka_message: str | None = None, kafka_throws: str | None = None,
+                 **where):
+        super().__init__(message, **where)
+        self.kafka_message = kafka_message
+        self.kafka_throws = kafka_throws
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,6 +41,8 @@ class DecodedPayload:
     """The value as kafka-dump-log prints it (`payload: ...`), or None to print nothing."""
     warning: str | None = None
     """Set when part of the payload is of an unknown type or version and was kept raw."""
+    kafka_throws: str | None = None
+    """Set when kafka-dump-log throws on this record (after its texts, if any): why."""
 
 
 DecodeFn = Callable[..., DecodedPayload]

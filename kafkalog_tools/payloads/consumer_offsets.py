@@ -37,6 +37,7 @@ from construct import (
     Int32sb,
     Int64sb,
     Rebuild,
+    StreamError,
     Struct,
     this,
 )
@@ -50,6 +51,7 @@ from ..protocol import (
     CompactString,
     NullableBytes32,
     NullableString,
+    ShortArrayError,
     String,
     TaggedFields,
     UVarInt,
@@ -479,6 +481,8 @@ class CoordinatorTopic:
     value_version_label: str
     """"version" for the offsets decoder; the share-state decoder writes the value's version
     under "type" (DumpLogSegments.ShareGroupStateMessageParser.jsonString)."""
+    decoder: str
+    """What DumpLogSegments calls its decoder when it throws on a record without a key."""
 
     def key_text(self, record_type: int, key_data: dict) -> str:
         return '{"type":"%d","data":%s}' % (record_type, jackson_json(_kafka_view(key_data)))
@@ -493,6 +497,20 @@ def _describe(exc: ConstructError) -> str:
     message = str(exc).split("\n", 1)[-1]
     field = (exc.path or "").replace("(parsing)", "").replace(" -> ", ".").strip(".")
     return f"{message} (in {field})" if field else message
+
+
+def _java_reason(exc: ConstructError) -> str:
+    """The message of the exception Kafka's generated reader throws where construct failed: a
+    read past the buffer's end is a BufferUnderflowException, whose message is null, but for the
+    bytes of a string or byte array, which ByteBufferAccessor.readArray checks first."""
+    if isinstance(exc, ShortArrayError):
+        return f"Error reading byte array of {exc.length} byte(s): only {exc.available} byte(s) available"
+    if isinstance(exc, StreamError) or "stream read less than specified amount" in str(exc):
+        return "null"
+    if str(exc).endswith("non-nullable field was serialized as null"):
+        field = (exc.path or "").replace("(parsing)", "").split(" -> ")[-1].strip()
+        return f"non-nullable field {field} was serialized as null"
+    return _describe(exc)
 
 
 def parse_struct(schema: Construct, data: bytes) -> tuple[object, bytes]:
@@ -527,11 +545,14 @@ def decode_coordinator_record(topic: CoordinatorTopic, key: bytes | None, value:
     """
     if key is None:
         raise PayloadError(f"{topic.name} record has no key; expected an int16 record type "
-                           "and a key struct")
+                           "and a key struct",
+                           kafka_throws=f"Failed to decode message at offset {offset} using {topic.decoder} "
+                                        "decoder (message had a missing key)")
     record_type, key_body = _split_version(key)
     if record_type is None:
         raise PayloadError(f"{topic.name} key is {len(key)} byte(s); expected at least 2 "
-                           "for its int16 record type")
+                           "for its int16 record type",
+                           kafka_message="Could not read version from key's buffer.")  # CoordinatorRecordSerde
     kind = topic.record_types.get(record_type)
     if kind is None:
         return _unreadable_record_type(record_type, key_body, value, offset)
@@ -540,7 +561,9 @@ def decode_coordinator_record(topic: CoordinatorTopic, key: bytes | None, value:
         key_struct, key_trailing = parse_struct(kind.key, key_body)
     except ConstructError as exc:
         raise PayloadError(f"{kind.key_class} (record type {record_type}) does not parse: "
-                           f"{_describe(exc)}") from None
+                           f"{_describe(exc)}",
+                           kafka_message=f"Could not read record with version {record_type} from key's buffer "
+                                         f"due to: {_java_reason(exc)}.") from None
     warnings = []
     key_data = _plain(key_struct)
     key_json = {"type": kind.name, "version": record_type, "data": key_data}
@@ -579,7 +602,7 @@ def _decode_value(topic: CoordinatorTopic, kind: RecordType, version: int, body:
         warnings.append(f"{kind.value_class} v{version} does not parse"
                         f"{'' if known else f' with the v{read_version} layout'}: "
                         f"{_describe(exc)}; kept raw")
-        return raw, None, _describe(exc)
+        return raw, None, _java_reason(exc)
     data = _value_data(kind, struct, warnings)
     value_json = {"version": version, "data": data}
     refused = None
@@ -665,7 +688,7 @@ def _join(warnings: list[str]) -> str | None:
     return "; ".join(warnings) if warnings else None
 
 
-CONSUMER_OFFSETS = CoordinatorTopic("__consumer_offsets", RECORD_TYPES, "version")
+CONSUMER_OFFSETS = CoordinatorTopic("__consumer_offsets", RECORD_TYPES, "version", "offset topic")
 
 
 def decode(key: bytes | None, value: bytes | None, offset: int | None = None) -> DecodedPayload:

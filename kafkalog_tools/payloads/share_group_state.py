@@ -62,7 +62,8 @@ RECORD_TYPES: dict[int, RecordType] = {
                   "ShareUpdateValue", {0: ShareUpdateValue, 1: ShareUpdateValue}),
 }
 
-SHARE_GROUP_STATE = CoordinatorTopic("__share_group_state", RECORD_TYPES, value_version_label="type")
+SHARE_GROUP_STATE = CoordinatorTopic("__share_group_state", RECORD_TYPES, value_version_label="type",
+                                     decoder="share group state topic")
 
 
 # ---------------------------------------------------------------------------------------------

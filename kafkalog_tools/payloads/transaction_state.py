@@ -211,7 +211,15 @@ def decode(key: bytes | None, value: bytes | None, offset: int | None = None) ->
         value_json, value_text = _decode_value(value, warnings)
     if transactional_id is None:  # Kafka reads no value without a key it understands
         value_text = None
-    return DecodedPayload(key_json, value_json, key_text, value_text, _join(warnings))
+    # TransactionLog.formatRecordKeyAndValue throws where it cannot read the key (but an unknown key
+    # version, which it prints), or a value of a key it read; kafka-dump-log stops there
+    throws = key_text is None or transactional_id is not None and value_text is None
+    if key is None:
+        reason = (f"Failed to decode message at offset {offset} using transaction log decoder (message had a "
+                  "missing key)")
+    else:
+        reason = _join(warnings) or "the transaction log decoder fails on this record"
+    return DecodedPayload(key_json, value_json, key_text, value_text, _join(warnings), reason if throws else None)
 
 
 def _decode_key(key: bytes | None, warnings: list[str]):
