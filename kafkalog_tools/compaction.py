@@ -239,6 +239,17 @@ def _producer_state(partition: PartitionDir, segments: list[_Segment],
 # ---------------------------------------------------------------------------------------------
 
 
+def offset_ranges(offsets: list[int]) -> list[list[int]]:
+    """Sorted offsets as inclusive [first, last] runs."""
+    out: list[list[int]] = []
+    for offset in sorted(offsets):
+        if out and offset == out[-1][1] + 1:
+            out[-1][1] = offset
+        else:
+            out.append([offset, offset])
+    return out
+
+
 def analyze_partition(partition: PartitionDir, settings: CompactionSettings | None = None) -> CompactionReport:
     settings = settings or CompactionSettings()
     now = settings.now if settings.now is not None else int(time.time() * 1000)

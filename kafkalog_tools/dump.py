@@ -20,14 +20,14 @@ from typing import Iterator
 from . import codecs
 from .broker import BrokerState, BrokerStates
 from .errors import CorruptDataError, InputError, KafkaLogError
-from .formats import (bulk_scan, checkpoint, legacy, logdir, offset_index, producer_snapshot, properties, time_index,
-                      txn_index)
+from .formats import checkpoint, legacy, logdir, offset_index, producer_snapshot, properties, time_index, txn_index
 from .formats.batch import Batch, Record
-from .formats.bulk_scan import (ATTRIBUTES, B_ATTRIBUTES, B_COUNT, B_POSITION, BASE_OFFSET, BASE_SEQUENCE, BASE_TIMESTAMP, FIELD_AT,
-                                LAST_OFFSET_DELTA, LEADER_EPOCH, MAX_TIMESTAMP, POSITION, PRODUCER_EPOCH, PRODUCER_ID,
-                                R_OFFSET, RECORDS_COUNT, SIZE)
 from .formats.record_batch import ATTR_CODEC, ATTR_CONTROL, HEADER_SIZE
 from .formats.segment import MAGIC_OFFSET, BadEntry, SegmentFile, Stop, all_zero, offset_from_name
+from .native import bulk_scan
+from .native.columns import (ATTRIBUTES, B_ATTRIBUTES, B_COUNT, B_POSITION, BASE_OFFSET, BASE_SEQUENCE, BASE_TIMESTAMP,
+                             FIELD_AT, LAST_OFFSET_DELTA, LEADER_EPOCH, MAX_TIMESTAMP, POSITION, PRODUCER_EPOCH,
+                             PRODUCER_ID, R_OFFSET, RECORDS_COUNT, SIZE)
 from .payloads import DecodedPayload, PayloadDecoder, PayloadError, decoder_for_topic, decoders
 from .payloads import quorum_state
 

@@ -33,7 +33,7 @@ from .schema import derive_struct, struct_fields
 from .formats.batch import INT32_MAX, Batch
 from .formats.control import MissingControlKeyError
 from .formats.logdir import LOCAL, LocalFiles, LogDir, PartitionDir, Segment, classify, read_partition_dir
-from .formats import bulk_scan
+from .native import bulk_scan
 from .formats.record_batch import (ATTR_CONTROL, ATTR_TRANSACTIONAL, HEADER, HEADER_SIZE, RecordBatchV2,
                                    VarintTooLongError, parse_batch)
 from .formats.segment import HEADER_SIZE_UP_TO_MAGIC as SEGMENT_HEADER_UP_TO_MAGIC, LOG_OVERHEAD, MIN_ENTRY_SIZE

@@ -20,9 +20,9 @@ def pytest_configure(config):
         import numba  # noqa: F401
     except ImportError:
         return  # the bulk tests skip, saying so
-    from kafkalog_tools.formats import bulk_native
+    from kafkalog_tools.native import loader
 
-    bulk_native.load()
+    loader.load()
 
 
 def need(path: Path) -> Path:

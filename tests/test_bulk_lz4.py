@@ -1,4 +1,4 @@
-"""The bulk kernel's LZ4 frames (bulk_kernel.lz4_each) against the reference, codecs.decompress:
+"""The bulk kernel's LZ4 frames (kernels.lz4_each) against the reference, codecs.decompress:
 whatever the kernel decodes, the reference decodes to the same bytes; whatever the reference
 refuses, the kernel refuses. Frames from our compressor, lz4.frame's, Java Kafka's (the golden
 corpus), hand-made LZ4 sequences, and thousands of damaged copies of all of them."""
@@ -14,7 +14,7 @@ from kafkalog_tools import dump as d
 from kafkalog_tools.codecs import lz4_codec
 from kafkalog_tools.crc import crc32c
 from kafkalog_tools.errors import KafkaLogError
-from kafkalog_tools.formats import bulk_scan
+from kafkalog_tools.native import bulk_scan
 from kafkalog_tools.formats.record_batch import ATTR_CODEC, HEADER_SIZE, build_batch, build_record
 from kafkalog_tools.formats.segment import SegmentFile
 from kafkalog_tools.formats.batch import Batch
@@ -238,12 +238,12 @@ def test_a_full_output_stops_the_call_and_a_frame_too_large_for_it_is_refused():
 
 
 def test_xxh32_kernel_equals_the_codecs():
-    from kafkalog_tools.formats import bulk_kernel
+    from kafkalog_tools.native import kernels
 
     rng = random.Random(5)
     for size in list(range(40)) + [63, 64, 65, 1000, 4099]:
         data = rng.randbytes(size + 3)
-        assert bulk_kernel.xxh32(np.frombuffer(data, np.uint8), 3, 3 + size) == lz4_codec.xxh32(data[3:])
+        assert kernels.xxh32(np.frombuffer(data, np.uint8), 3, 3 + size) == lz4_codec.xxh32(data[3:])
 
 
 def test_lz4_each_refuses_frames_outside_the_segment():

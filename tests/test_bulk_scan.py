@@ -1,4 +1,4 @@
-"""The compiled bulk scan (`formats/bulk_scan.py`) against the per-batch path it stands in for.
+"""The compiled bulk scan (`native/bulk_scan.py`) against the per-batch path it stands in for.
 
 The kernel only vouches for batches; the per-batch path owns every finding. So the test that
 matters is the whole of verify run both ways (KAFKALOG_BULK=never and =always) over the corpus,
@@ -21,7 +21,8 @@ import pytest
 
 from kafkalog_tools import codecs
 from kafkalog_tools.crc import crc32c
-from kafkalog_tools.formats import bulk_native, bulk_scan, legacy
+from kafkalog_tools.formats import legacy
+from kafkalog_tools.native import bulk_scan, loader
 from kafkalog_tools.formats.record_batch import ATTR_LOG_APPEND_TIME, build_batch, build_record, parse_batch, skim_records
 from kafkalog_tools.formats.segment import MAGIC_OFFSET, SegmentFile
 from kafkalog_tools.recovery import ProducerState, SegmentRecovery, recover_segment
@@ -170,15 +171,15 @@ def test_verify_in_bulk_equals_batch_by_batch_on_generated_segments(monkeypatch,
 
 @pytest.mark.parametrize("which", ["crc32c_hardware", "crc32c_software", "crc32_folding", "crc32_software"])
 def test_crc_kernels_equal_crc32c_and_zlib(which):
-    from kafkalog_tools.formats import bulk_kernel
+    from kafkalog_tools.native import kernels
 
-    if (which == "crc32c_hardware" and not bulk_kernel.HARDWARE_CRC) or \
-            (which == "crc32_folding" and not bulk_kernel.CARRYLESS_MULTIPLY):
+    if (which == "crc32c_hardware" and not kernels.HARDWARE_CRC) or \
+            (which == "crc32_folding" and not kernels.CARRYLESS_MULTIPLY):
         pytest.skip("this CPU has no such instruction")
-    function, reference = getattr(bulk_kernel, which), crc32c if which.startswith("crc32c") else zlib.crc32
+    function, reference = getattr(kernels, which), crc32c if which.startswith("crc32c") else zlib.crc32
     rng = random.Random(3)
-    blocks = [3 * lane for lane in bulk_kernel._LANES]
-    edges = {0, 8, 16, 64, *bulk_kernel._LANES, *blocks, sum(blocks), 2 * blocks[0], blocks[0] + blocks[-1]}
+    blocks = [3 * lane for lane in kernels._LANES]
+    edges = {0, 8, 16, 64, *kernels._LANES, *blocks, sum(blocks), 2 * blocks[0], blocks[0] + blocks[-1]}
     lanes = [n + d for n in sorted(edges) for d in (-17, -16, -9, -1, 0, 1, 7, 8, 9, 16, 17)]  # lane, block edges
     data = rng.randbytes(max(20000, max(lanes)))
     view = KERNEL.view(data)
@@ -368,17 +369,17 @@ def test_checked_means_the_records_skim_and_agree_with_the_header():
 def _loaded(path: Path, mode: str = "auto", cache: Path | None = None) -> set[str]:
     """In a fresh process verifying `path`: which of the kernels, numba and llvmlite it loaded."""
     code = ("import sys; from kafkalog_tools.verify import Verification; list(Verification([sys.argv[1]])); "
-            "from kafkalog_tools.formats import bulk_scan; "
+            "from kafkalog_tools.native import bulk_scan; "
             "print(bulk_scan.kernel.cache_info().currsize and bulk_scan.kernel() is not None, "
             "'numba' in sys.modules, 'llvmlite' in sys.modules)")
     env = dict(os.environ, **{bulk_scan.MODE_VARIABLE: mode})
     if cache is not None:
-        env[bulk_native.CACHE_VARIABLE] = str(cache)
+        env[loader.CACHE_VARIABLE] = str(cache)
     result = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, env=env, check=True)
     return {name for name, loaded in zip(("kernels", "numba", "llvmlite"), result.stdout.split()) if loaded == "True"}
 
 
-MAPPED = {"kernels"} if bulk_native._X86_64 else {"kernels", "llvmlite"}
+MAPPED = {"kernels"} if loader._X86_64 else {"kernels", "llvmlite"}
 """A run that finds the kernels cached: on x86-64 it maps them itself, elsewhere LLVM does."""
 BUILT = {"kernels", "numba", "llvmlite"}
 
@@ -416,8 +417,8 @@ def test_a_build_the_compiler_refused_is_not_tried_again_for_the_same_key(monkey
     """A numba that no longer compiles the kernels would cost every run ~20 s and ~280 MB: the
     refusal is cached under the key (so runs take the per-batch path at once), while a shortage or
     a missing numba is tried again; another key (new sources, numba or CPU) builds again."""
-    monkeypatch.setenv(bulk_native.CACHE_VARIABLE, str(tmp_path / "cache"))
-    monkeypatch.setattr(bulk_native, "cache_key", lambda: "a" * 64)
+    monkeypatch.setenv(loader.CACHE_VARIABLE, str(tmp_path / "cache"))
+    monkeypatch.setattr(loader, "cache_key", lambda: "a" * 64)
     builds = []
 
     def refuse(error):
@@ -427,20 +428,20 @@ def test_a_build_the_compiler_refused_is_not_tried_again_for_the_same_key(monkey
         return build
 
     for error in (MemoryError(), ImportError("no numba")):  # not remembered
-        monkeypatch.setattr(bulk_native, "_build", refuse(error))
+        monkeypatch.setattr(loader, "_build", refuse(error))
         for _ in range(2):
             with pytest.raises(type(error)):
-                bulk_native.load()
+                loader.load()
     assert len(builds) == 4
-    monkeypatch.setattr(bulk_native, "_build", refuse(RuntimeError("numba: cannot type this")))
+    monkeypatch.setattr(loader, "_build", refuse(RuntimeError("numba: cannot type this")))
     with pytest.raises(RuntimeError, match="cannot type this"):
-        bulk_native.load()
+        loader.load()
     with pytest.raises(RuntimeError, match="refused them before: RuntimeError: numba: cannot type this"):
-        bulk_native.load()
+        loader.load()
     assert len(builds) == 5
-    monkeypatch.setattr(bulk_native, "cache_key", lambda: "b" * 64)
+    monkeypatch.setattr(loader, "cache_key", lambda: "b" * 64)
     with pytest.raises(RuntimeError, match="cannot type this"):
-        bulk_native.load()
+        loader.load()
     assert len(builds) == 6
 
 

@@ -97,8 +97,8 @@ def test_verify_text_summary(capsys, golden):
 
 
 def test_verify_unreadable_file_is_an_io_error(capsys, damaged, monkeypatch):
-    from kafkalog_tools import verify
     from kafkalog_tools.errors import InputError
+    from kafkalog_tools.verify import segment as verify_segment
 
     unreadable = damaged / "00000000000000000424.log"
 
@@ -107,8 +107,8 @@ def test_verify_unreadable_file_is_an_io_error(capsys, damaged, monkeypatch):
             raise InputError("cannot open: Permission denied", path=path)
         return original(path, *args, **kwargs)
 
-    original = verify.SegmentFile
-    monkeypatch.setattr(verify, "SegmentFile", segment_file)
+    original = verify_segment.SegmentFile
+    monkeypatch.setattr(verify_segment, "SegmentFile", segment_file)
     code, out, _ = kafkalog(capsys, "verify", damaged)
     [io] = [f for f in json_lines(out) if f.get("code") == "io-error"]
     assert code == 2 and io["file"] == str(unreadable) and "Permission denied" in io["message"]

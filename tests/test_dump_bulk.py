@@ -26,7 +26,8 @@ from kafkalog_tools import codecs
 from kafkalog_tools import dump as d
 from kafkalog_tools.cli import cli
 from kafkalog_tools.errors import CorruptDataError, DecompressionError
-from kafkalog_tools.formats import bulk_scan, legacy
+from kafkalog_tools.formats import legacy
+from kafkalog_tools.native import bulk_scan
 from kafkalog_tools.output import LineWriter, jsonl
 from kafkalog_tools.formats.record_batch import (ATTR_DELETE_HORIZON, ATTR_LOG_APPEND_TIME, build_batch, build_record,
                                                  decode_records, parse_batch)

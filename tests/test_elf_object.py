@@ -1,7 +1,7 @@
-"""elf_object lays out the kernels' relocatable object without a linker; bulk_native maps the image.
+"""elf_object lays out the kernels' relocatable object without a linker; loader maps the image.
 
 The objects here are real ones, compiled by LLVM (llvmlite) from a small module: position-
-independent (what `bulk_kernel.build` makes on x86-64), with 64-bit addresses (applied once
+independent (what `kernels.build` makes on x86-64), with 64-bit addresses (applied once
 mapped), with 32-bit ones (refused, so that LLVM maps it instead). The kernels' own object, mapped
 both ways, must answer alike.
 """
@@ -11,12 +11,12 @@ import ctypes
 
 import pytest
 
-from kafkalog_tools.formats import bulk_native, bulk_scan, elf_object
+from kafkalog_tools.native import bulk_scan, elf_object, loader
 from kafkalog_tools.formats.record_batch import build_batch, build_record
 from kafkalog_tools.formats.segment import SegmentFile
 
 binding = pytest.importorskip("llvmlite.binding", reason="objects are compiled by LLVM (an install requirement)")
-pytestmark = pytest.mark.skipif(not bulk_native._X86_64, reason="the image loader is for x86-64 objects")
+pytestmark = pytest.mark.skipif(not loader._X86_64, reason="the image loader is for x86-64 objects")
 
 SMALL_MODULE = """
 @primes = private unnamed_addr constant [4 x i64] [i64 3, i64 5, i64 7, i64 11]
@@ -54,7 +54,7 @@ def test_an_object_runs_where_it_is_mapped(model):
     image = elf_object.image(_compiled(**model), "kafkalog_")
     assert list(image.entries) == ["kafkalog_sum"]  # `pick` is not exported
     assert bool(image.absolute) == (model["reloc"] == "static")
-    pages = bulk_native._ExecutablePages(image)
+    pages = loader._ExecutablePages(image)
     add = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_int64, ctypes.c_int64)(pages.address + image.entries["kafkalog_sum"])
     assert [add(a, b) for a, b in [(0, 0), (1, 3), (2, 1)]] == [6, 16, 12]
     del add
@@ -84,11 +84,11 @@ def test_the_kernels_mapped_here_answer_as_mapped_by_llvm(tmp_path):
     """The cached object, laid out by elf_object, and the same bytes mapped by MCJIT (the path other
     machines take) read a segment into the very same columns."""
     mapped = bulk_scan.kernel()
-    code = bulk_native._cached(bulk_native.cache_key())
+    code = loader._cached(loader.cache_key())
     if mapped is None or code is None:
         pytest.skip("no compiled kernels here (numba or a writable cache missing)")
-    assert isinstance(mapped._owner, bulk_native._ExecutablePages)
-    jitted = bulk_native.NativeKernel(*bulk_native.jitted(code))
+    assert isinstance(mapped._owner, loader._ExecutablePages)
+    jitted = loader.NativeKernel(*loader.jitted(code))
     batches = [build_batch(7 * i, [build_record(j, j, b"k%d" % j, b"v" * (i % 50)) for j in range(i % 4 + 1)],
                            base_timestamp=1000 + i) for i in range(300)]
     log = tmp_path / f"{0:020d}.log"

@@ -386,7 +386,7 @@ def test_the_compiled_bulk_path_reads_the_end_as_the_per_batch_path_does(capsys,
     same verify and dump output and exit codes, live and offline."""
     pytest.importorskip("numba", reason="the bulk path needs numba (an install requirement)")
     from kafkalog_tools import dump as d
-    from kafkalog_tools.formats import bulk_scan
+    from kafkalog_tools.native import bulk_scan
 
     partition = tmp_path / "logs" / "live-0"
     partition.mkdir(parents=True)

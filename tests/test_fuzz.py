@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from kafkalog_tools.formats import bulk_scan
+from kafkalog_tools.native import bulk_scan
 from kafkalog_tools.fuzz import runner
 from tests.conftest import GOLDEN, REAL
 

@@ -18,7 +18,7 @@ import pytest
 from click.testing import CliRunner
 
 from kafkalog_tools.cli import cli
-from kafkalog_tools.formats import bulk_scan
+from kafkalog_tools.native import bulk_scan
 from kafkalog_tools.payloads import DecodedPayload, decoder_for_topic
 from kafkalog_tools.payloads.consumer_offsets import (CONSUMER_PROTOCOL_ASSIGNMENT,
                                                       CONSUMER_PROTOCOL_SUBSCRIPTION)

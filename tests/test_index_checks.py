@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from kafkalog_tools import verify
+from kafkalog_tools.verify import indexes
 from kafkalog_tools.formats.index_file import IndexFile
 from kafkalog_tools.formats.offset_index import OffsetIndex
 from kafkalog_tools.formats.record_batch import build_batch, build_record
@@ -44,11 +45,11 @@ def verify_both_ways(monkeypatch, paths: list[str]) -> tuple[list[dict], list[tu
             return slots
         return spied
 
-    monkeypatch.setattr(verify, "_offset_slots_to_check", spy(verify._offset_slots_to_check))
-    monkeypatch.setattr(verify, "_time_slots_to_check", spy(verify._time_slots_to_check))
+    monkeypatch.setattr(indexes, "_offset_slots_to_check", spy(indexes._offset_slots_to_check))
+    monkeypatch.setattr(indexes, "_time_slots_to_check", spy(indexes._time_slots_to_check))
     outcomes = []
     for threshold in (math.inf, 0):
-        monkeypatch.setattr(verify, "VECTORISED_INDEX_MIN_ENTRIES", threshold)
+        monkeypatch.setattr(indexes, "VECTORISED_INDEX_MIN_ENTRIES", threshold)
         run = verify.Verification(paths, max_findings_per_code=sys.maxsize)
         outcomes.append(([f.to_json() for f in run], run.summary))
     assert outcomes[1] == outcomes[0]
@@ -292,5 +293,5 @@ def test_both_ways_agree_on_edited_indexes(monkeypatch, tmp_path, generated, nam
 
 def test_the_default_threshold_pre_checks_a_big_index(generated):
     source, _ = generated
-    assert OffsetIndex(source / f"{0:020d}.index").valid_count() >= verify.VECTORISED_INDEX_MIN_ENTRIES
+    assert OffsetIndex(source / f"{0:020d}.index").valid_count() >= indexes.VECTORISED_INDEX_MIN_ENTRIES
     assert [f for f in verify.Verification([str(source)]) if not f.file.endswith(".log")] == []

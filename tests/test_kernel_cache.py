@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from kafkalog_tools.formats import bulk_native, bulk_scan
+from kafkalog_tools.native import bulk_scan, loader
 from kafkalog_tools.formats.record_batch import build_batch, build_record
 
 pytest.importorskip("numba", reason="the kernels are built by numba (an install requirement)")
@@ -22,7 +22,7 @@ NOTICE = "the compiled kernels are not built yet"
 PROBE = """
 import json, sys
 from kafkalog_tools.verify import Verification
-from kafkalog_tools.formats import bulk_scan
+from kafkalog_tools.native import bulk_scan
 run = Verification([sys.argv[1]])
 findings = [f.to_json() for f in run]
 print(json.dumps({"findings": findings, "summary": run.summary.to_json(), "numba": "numba" in sys.modules,
@@ -41,7 +41,7 @@ def _partition(directory: Path, batches: int = 40_000) -> Path:
 
 def _environment(cache: Path, **more: str) -> dict[str, str]:
     environment = {k: v for k, v in os.environ.items() if k not in ("KAFKALOG_DEBUG", bulk_scan.MODE_VARIABLE)}
-    return environment | {bulk_native.CACHE_VARIABLE: str(cache)} | more
+    return environment | {loader.CACHE_VARIABLE: str(cache)} | more
 
 
 def _probe(partition: Path, environment: dict[str, str]) -> subprocess.Popen:
@@ -71,7 +71,7 @@ def test_two_first_runs_at_once_read_batch_by_batch_while_one_background_build_r
     partition = _partition(tmp_path / "p-0")
     cache = tmp_path / "cache"
     cache.mkdir(mode=0o700)
-    environment = _environment(cache, **{bulk_native.NICE_VARIABLE: "0"})  # nice 19 starves it on a busy machine
+    environment = _environment(cache, **{loader.NICE_VARIABLE: "0"})  # nice 19 starves it on a busy machine
     reference, _ = _finished(_probe(partition, environment | {bulk_scan.MODE_VARIABLE: "never"}))
     first = [_probe(partition, environment) for _ in range(2)]
     for process in first:
@@ -80,8 +80,8 @@ def test_two_first_runs_at_once_read_batch_by_batch_while_one_background_build_r
         assert result["findings"] == reference["findings"] and result["summary"] == reference["summary"]
         assert err.count(NOTICE) == 1 and "build-kernels" in err
     # a foreground load meanwhile (what `kafkalog build-kernels` does) waits for the builder's lock
-    waiting = subprocess.run([sys.executable, "-c", "import sys; from kafkalog_tools.formats import bulk_native; "
-                              "bulk_native.load(); print('numba' in sys.modules)"],
+    waiting = subprocess.run([sys.executable, "-c", "import sys; from kafkalog_tools.native import loader; "
+                              "loader.load(); print('numba' in sys.modules)"],
                              env=environment, capture_output=True, text=True, timeout=900, check=True)
     log = _wait_for_the_build(cache)
     assert waiting.stdout.split() == ["False"]  # it found them built, never built them itself
@@ -108,19 +108,19 @@ def test_always_asks_for_the_kernels_so_builds_them_in_the_foreground(tmp_path):
 @pytest.fixture
 def cached_copy(tmp_path, monkeypatch) -> Path:
     """The suite's built kernels (tests/conftest.py) copied into a cache directory of the test's own."""
-    source = bulk_native.cached_path()
+    source = loader.cached_path()
     assert source is not None, "tests/conftest.py builds the kernels up front"
     cache = tmp_path / "cache"
     cache.mkdir(mode=0o700)
     shutil.copy(source, cache / source.name)
     os.chmod(cache / source.name, 0o600)
-    monkeypatch.setenv(bulk_native.CACHE_VARIABLE, str(cache))
+    monkeypatch.setenv(loader.CACHE_VARIABLE, str(cache))
     monkeypatch.setenv("KAFKALOG_DEBUG", "1")
     return cache / source.name
 
 
 def _loads(capsys) -> tuple[bool, str]:
-    found = bulk_native._cached(bulk_native.cache_key()) is not None
+    found = loader._cached(loader.cache_key()) is not None
     return found, capsys.readouterr().err
 
 

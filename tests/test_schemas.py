@@ -20,9 +20,10 @@ from hypothesis import strategies as st
 
 from kafkalog_tools import codecs
 from kafkalog_tools import protocol as p
-from kafkalog_tools.formats import (checkpoint, control, elf_object, legacy, offset_index, producer_snapshot, time_index,
+from kafkalog_tools.formats import (checkpoint, control, legacy, offset_index, producer_snapshot, time_index,
                                     txn_index)
 from kafkalog_tools.formats import record_batch as rb
+from kafkalog_tools.native import elf_object
 from kafkalog_tools.schema import derive_struct
 from tests.strategies import (
     GOLDEN_EPOCH_CHECKPOINTS,

@@ -14,7 +14,8 @@ from kafkalog_tools.formats import legacy, offset_index, producer_snapshot, time
 from kafkalog_tools.formats.offset_index import OffsetIndex
 from kafkalog_tools.formats.record_batch import build_batch, build_record
 from kafkalog_tools.formats.time_index import TimeIndex
-from kafkalog_tools.verify import ERROR, INFO, WARNING, Verification
+from kafkalog_tools.native.columns import BASE_OFFSET
+from kafkalog_tools.verify import ERROR, INFO, WARNING, FactsRun, Verification
 from tests.conftest import GOLDEN
 
 MIXED = "golden-v2-mixed-0"
@@ -453,3 +454,40 @@ def test_repeated_findings_are_capped_per_file_and_code(tmp_path):
 def test_a_single_segment_file_is_verified_with_its_indexes(golden):
     findings, run = verify(golden / "logs" / MIXED / "00000000000000000838.timeindex")
     assert findings == [] and run.summary.segments == 1 and run.summary.partitions == 1
+
+
+@pytest.mark.parametrize("bulk", ["never", "always"])
+def test_a_watcher_sees_every_intact_batch_and_changes_nothing(mixed, golden, monkeypatch, bulk):
+    """`watch` (what the incident report taps): each partition's intact batches, as facts one by
+    one or in runs, handed over with the number of the path given; findings and totals as without."""
+    monkeypatch.setenv("KAFKALOG_BULK", bulk)
+
+    def flip(data, batches):
+        data[batches[10]["position"] + 80] ^= 0x55
+
+    damage_segment(mixed, flip)
+    paths = [mixed, golden / "logs" / "golden-v1-0", mixed]
+    seen: dict[tuple[int, str], list] = {}
+
+    def watch(number, partition):
+        offsets = seen.setdefault((number, partition.name), [])
+
+        def consume(facts):
+            if isinstance(facts, FactsRun):
+                offsets.extend(facts.columns[BASE_OFFSET].tolist())
+            else:
+                offsets.append(facts.base_offset)
+        return consume
+
+    findings, watched = verify(*paths, watch=watch)
+    plain, run = verify(*paths)
+    assert [f.to_json() for f in findings] == [f.to_json() for f in plain] and watched.summary == run.summary
+    assert list(seen) == [(0, MIXED), (1, "golden-v1-0"), (2, MIXED)]
+    assert seen[(0, MIXED)] == seen[(2, MIXED)]
+    assert sum(len(offsets) for offsets in seen.values()) == run.summary.batches
+    for (_, name), offsets in seen.items():
+        manifests = sorted((GOLDEN / "manifests" / "logs" / name).glob("0*.json"))  # (not partition.json)
+        expected = [b["baseOffset"] for manifest in manifests for b in json.loads(manifest.read_text())["batches"]]
+        if name == MIXED:
+            expected.remove(batches_of(MIXED, SEGMENT)[10]["baseOffset"])  # the batch whose CRC fails
+        assert offsets == expected

@@ -19,15 +19,15 @@ def command():
     directory, or where KAFKALOG_KERNEL_CACHE points. A build already under way in another process
     is waited for, not repeated. Exit 0 when the kernels are cached and load, 2 when they cannot
     be built here (said why)."""
-    from ..formats import bulk_native
+    from ..native import loader
 
     started = time.monotonic()
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # numba's
-            bulk_native.load()
+            loader.load()
     except Exception as exc:  # noqa: BLE001 - told, as the exit code says
         raise InputError(f"the bulk kernels cannot be built here: {type(exc).__name__}: {exc}") from None
-    where = bulk_native.cached_path()
+    where = loader.cached_path()
     click.echo(f"kafkalog: bulk kernels ready ({time.monotonic() - started:.1f} s): "
                f"{where or 'built, but no directory keeps them (see KAFKALOG_KERNEL_CACHE)'}", err=True)

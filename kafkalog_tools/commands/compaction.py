@@ -93,19 +93,8 @@ def command(paths, now, delete_retention_ms, min_compaction_lag_ms, max_compacti
     sys.exit(walk.exit_code)
 
 
-def ranges(offsets: list[int]) -> list[list[int]]:
-    """Sorted offsets as inclusive [first, last] runs."""
-    out: list[list[int]] = []
-    for offset in sorted(offsets):
-        if out and offset == out[-1][1] + 1:
-            out[-1][1] = offset
-        else:
-            out.append([offset, offset])
-    return out
-
-
 def _ranges_text(offsets: list[int]) -> str:
-    return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in ranges(offsets))
+    return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in c.offset_ranges(offsets))
 
 
 def _key(key: bytes) -> dict:
@@ -117,7 +106,7 @@ def report_objects(report: c.CompactionReport, written=None) -> list[dict]:
     name = report.name
     out = [{"type": "segment", "partition": name, "file": s.file, "base_offset": s.base_offset, "size": s.size,
             "section": s.section, "records": s.records, "removed": len(s.removed),
-            "removed_offsets": ranges(s.removed), "cleaned_into": s.group} for s in report.segments]
+            "removed_offsets": c.offset_ranges(s.removed), "cleaned_into": s.group} for s in report.segments]
     out.extend({"type": "key", "partition": name, **_key(k.key), "versions": k.versions,
                 "latest_offset": k.latest_offset, "latest_is_tombstone": k.latest_is_tombstone,
                 "removed": k.removed} for k in report.keys.values())
@@ -135,7 +124,7 @@ def report_objects(report: c.CompactionReport, written=None) -> list[dict]:
         "dirty_ratio": round(report.dirty_ratio, 6), "would_clean": report.would_clean,
         "would_clean_because": report.clean_reason, "cleaned_up_to": report.end_offset,
         "groups": report.groups, "records_removed": len(report.removed_offsets),
-        "null_key_offsets": ranges(report.null_key_offsets), "output_dir": str(written) if written else None,
+        "null_key_offsets": c.offset_ranges(report.null_key_offsets), "output_dir": str(written) if written else None,
         "notes": report.notes, "problems": report.problems,
     })
     return out

@@ -1,9 +1,7 @@
 """`kafkalog report`: the CLI over `kafkalog_tools.report`."""
 from __future__ import annotations
 
-import os
 import sys
-import tempfile
 from pathlib import Path
 
 import click
@@ -39,7 +37,7 @@ def command(paths, output, now, retention_ms, retention_bytes, shallow, max_find
 
     Exit codes: 0 no errors (warnings allowed); 1 errors found; 2 usage error, I/O error or out of memory.
     """
-    from ..report import collect, render, verification
+    from ..report import collect, render, verification, write
 
     output = output or "-"
     if output == "-" and sys.stdout.isatty():
@@ -57,7 +55,7 @@ def command(paths, output, now, retention_ms, retention_bytes, shallow, max_find
         sys.stdout.write(page)
         sys.stdout.flush()
     else:
-        size = _write_atomically(Path(output), page)
+        size = write(Path(output), page)
         click.echo(f"kafkalog: wrote {output} ({size:,} bytes): {summary.partitions:,} partitions, "
                    f"{summary.errors:,} errors, {summary.warnings:,} warnings", err=True)
     sys.exit(EXIT_USAGE if summary.io_errors else EXIT_PROBLEMS if summary.errors else EXIT_OK)
@@ -72,21 +70,3 @@ def _check_output(target: Path, paths) -> None:
         source = Path(path).resolve()
         if source.is_dir() and (parent == source or source in parent.parents):
             raise click.UsageError(f"--output {target} is inside the input {path}: write the report elsewhere")
-
-
-def _write_atomically(target: Path, page: str) -> int:
-    """Write `page` beside `target`, then rename it into place; its size in bytes."""
-    directory = target.parent if str(target.parent) else Path(".")
-    handle, temporary = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=directory)
-    try:
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(temporary, 0o666 & ~umask)  # as open() would have made it, not mkstemp's 0600
-        with os.fdopen(handle, "w", encoding="utf-8", errors="backslashreplace") as out:  # names not UTF-8
-            out.write(page)
-        os.replace(temporary, target)
-        return target.stat().st_size
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
-

@@ -297,7 +297,7 @@ def changed(before: dict[bytes, tuple], after: dict[bytes, tuple]) -> list[str]:
 
 
 def _bulk_variable() -> str:
-    from ..formats.bulk_scan import MODE_VARIABLE
+    from ..native.bulk_scan import MODE_VARIABLE
 
     return MODE_VARIABLE
 

@@ -14,7 +14,8 @@ import os
 
 from .. import codecs
 from .. import dump as d
-from ..formats import bulk_scan, legacy, record_batch
+from ..formats import legacy, record_batch
+from ..native import bulk_scan
 from ..formats.batch import TIMESTAMP_TYPES, Batch, Record
 from . import runs
 from .java_text import decode_utf8

@@ -11,7 +11,7 @@ json.dumps(ensure_ascii=False) for every code point, and is ~25x faster on a 1 K
 and record lines filled into per-file %-templates without an intermediate dict (ints print as
 json.dumps prints them, at any size). `block` gives the same lines as UTF-8, which `dump` writes
 beneath the text layer. A run of batches read in bulk (`BatchRun`) is written by the compiled
-`bulk_kernel.render_each` from the same templates, cut into pieces (`run_block`), and
+`kernels.render_each` from the same templates, cut into pieces (`run_block`), and
 `python_run_block` is its reference and its fallback.
 """
 from __future__ import annotations
@@ -28,7 +28,7 @@ import orjson
 from .. import dump as d
 from ..codecs import name_of
 from ..errors import CorruptDataError
-from ..formats import bulk_scan
+from ..native import bulk_scan
 from ..formats.batch import TIMESTAMP_TYPES, Batch, Record
 from ..formats.record_batch import (ATTR_CODEC, ATTR_CONTROL, ATTR_DELETE_HORIZON, ATTR_LOG_APPEND_TIME,
                                     ATTR_TRANSACTIONAL)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Callable, NamedTuple
 
 from .. import dump as d
-from ..formats import bulk_scan
+from ..native import bulk_scan
 
 
 class RunArrays(NamedTuple):

@@ -16,10 +16,9 @@ import numpy as np
 
 from .. import diverge, retention, txns, verify
 from ..errors import KafkaLogError
-from ..formats.bulk_scan import (ATTRIBUTES, BASE_OFFSET, LAST_OFFSET_DELTA, LEADER_EPOCH, MAX_TIMESTAMP,
-                                 PRODUCER_ID)
 from ..formats.logdir import PartitionDir, Segment
 from ..formats.record_batch import ATTR_CONTROL, ATTR_TRANSACTIONAL
+from ..native.columns import ATTRIBUTES, BASE_OFFSET, LAST_OFFSET_DELTA, LEADER_EPOCH, MAX_TIMESTAMP, PRODUCER_ID
 
 TIMELINE_POINTS = 1024
 """Batches a timeline keeps: beyond a few per pixel a plot shows nothing more."""
@@ -183,28 +182,15 @@ class Timeline:
 
 
 class _TappedVerification(verify.Verification):
-    """verify's own run, with each segment's intact batches also handed to its partition's Timeline."""
+    """verify's own run, with each partition's intact batches also handed to a Timeline (`watch`)."""
 
     def __init__(self, paths, **kwargs):
-        super().__init__(paths, **kwargs)
         self.timelines: dict[tuple[int, str], Timeline] = {}
         """By (path given, partition dir): a partition named twice is scanned, and drawn, twice."""
-        self._checking: tuple[int, str] | None = None
+        super().__init__(paths, watch=self._timeline, **kwargs)
 
-    def _partition_checks(self, target, summary):
-        number = next(n for n, known in enumerate(self.targets) if known is target)  # equal ones may repeat
-        for check in super()._partition_checks(target, summary):
-            self._checking = (number, str(check.partition.path))
-            yield check
-
-    def _check_segment(self, segment: Segment, is_active: bool, on_batch, live: bool):
-        timeline = self.timelines.setdefault(self._checking, Timeline())
-
-        def tee(facts):
-            timeline.add(facts)  # first: a FactsRun's columns are overwritten once on_batch returns
-            on_batch(facts)
-
-        return super()._check_segment(segment, is_active, tee, live)
+    def _timeline(self, number: int, partition: PartitionDir) -> verify.BatchConsumer:
+        return self.timelines.setdefault((number, str(partition.path)), Timeline()).add
 
 
 # ---------------------------------------------------------------------------------------------

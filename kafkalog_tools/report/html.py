@@ -2,7 +2,10 @@
 no font, no URL to fetch - it opens the same attached to a ticket on a machine without a network."""
 from __future__ import annotations
 
+import os
+import tempfile
 from html import escape
+from pathlib import Path
 from typing import Iterator
 
 from .. import retention as r
@@ -258,3 +261,21 @@ def _retention(view: PartitionView) -> Iterator[str]:
     notes = [f"leftover {x.file}: {x.action}" for x in report.leftovers] + report.notes + report.problems
     if notes:
         yield '<ul>' + "".join(f'<li>{escape(n)}</li>' for n in notes[:50]) + '</ul>'
+
+
+def write(target: Path, page: str) -> int:
+    """Write `page` beside `target`, then rename it into place; its size in bytes."""
+    directory = target.parent if str(target.parent) else Path(".")
+    handle, temporary = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=directory)
+    try:
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(temporary, 0o666 & ~umask)  # as open() would have made it, not mkstemp's 0600
+        with os.fdopen(handle, "w", encoding="utf-8", errors="backslashreplace") as out:  # names not UTF-8
+            out.write(page)
+        os.replace(temporary, target)
+        return target.stat().st_size
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
+

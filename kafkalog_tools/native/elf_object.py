@@ -1,7 +1,7 @@
 """ELF64 relocatable objects for x86-64, as far as the bulk kernels need: the sections a program
 loads, laid out in one image, with their relocations applied.
 
-numba compiles the kernels once into such an object (`bulk_kernel.build`, position-independent,
+numba compiles the kernels once into such an object (`kernels.build`, position-independent,
 small code model). Mapping it with LLVM's MCJIT means importing llvmlite first, ~40 ms of every
 run. Yet an object with no symbol from outside needs no linker: lay its sections out and write
 (target + addend - place) into each PC-relative place; only the few 64-bit absolute places (a

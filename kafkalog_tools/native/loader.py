@@ -1,7 +1,7 @@
 """The bulk kernels' machine code: built once by numba, cached on disk, mapped without LLVM.
 
 Importing numba and loading its cached functions cost ~1 s of CPU per process, which on a 1 GiB
-segment of large batches is more than the scan itself. So numba only compiles: `bulk_kernel.build`
+segment of large batches is more than the scan itself. So numba only compiles: `kernels.build`
 turns the kernels into one relocatable object for this CPU (~10 s, once per source and CPU). Every
 later run reads that object from the cache and, on x86-64, lays it out itself (`elf_object`: the
 object is position-independent, so that is a copy, ~200 PC-relative patches and two addresses,
@@ -44,13 +44,13 @@ from pathlib import Path
 import numpy as np
 
 from . import elf_object
-from .bulk_scan import (B_MAGIC, CAPACITY, COLUMNS, DUMPLOG_TEXTS, HEADER_COLUMNS, LEGACY_RECORD_COLUMNS, RECORD_COLUMNS,
-                        RECOVERY_STATE, RENDER_BATCH, RENDER_RECORD, RENDER_STATE, RUN_BATCH_FIELDS, TEXTS)
+from .columns import (B_MAGIC, CAPACITY, COLUMNS, DUMPLOG_TEXTS, HEADER_COLUMNS, LEGACY_RECORD_COLUMNS, RECORD_COLUMNS,
+                      RECOVERY_STATE, RENDER_BATCH, RENDER_RECORD, RENDER_STATE, RUN_BATCH_FIELDS, TEXTS)
 
 CACHE_VARIABLE = "KAFKALOG_KERNEL_CACHE"
 """A directory for the compiled kernels, instead of `__pycache__` or ~/.cache/kafkalog-tools."""
-_SOURCES = ("bulk_kernel.py", "bulk_scan.py", "bulk_native.py", "record_batch.py", "legacy.py", "elf_object.py",
-            os.path.join("..", "codecs", "lz4_codec.py"))
+_SOURCES = ("kernels.py", "columns.py", "loader.py", "elf_object.py", os.path.join("..", "formats", "record_batch.py"),
+            os.path.join("..", "formats", "legacy.py"), os.path.join("..", "codecs", "lz4_codec.py"))
 """What the machine code depends on: the kernels, their column layout, this ABI and loader, the
 batch and legacy message schemas, the LZ4 frame constants."""
 _MAGIC = b"kafkalog-tools bulk kernels 1\n"
@@ -141,8 +141,8 @@ try:  # Linux: the scheduler weighs sessions (autogroups) against each other; a 
 except OSError:
     pass
 os.nice(nice)  # before any import: those cost CPU too
-from kafkalog_tools.formats import bulk_native
-bulk_native.build_as_builder()
+from kafkalog_tools.native import loader
+loader.build_as_builder()
 """ % NICE_VARIABLE
 """The builder's program: a low priority for its session and itself, then the build."""
 
@@ -192,9 +192,9 @@ def _log_path(key: str) -> Path:
 def _build() -> bytes:
     from llvmlite import binding
 
-    from . import bulk_kernel
+    from . import kernels
 
-    return bulk_kernel.build(_target_machine(binding))
+    return kernels.build(_target_machine(binding))
 
 
 def _target_machine(binding):
@@ -406,7 +406,7 @@ def _store(key: str, code: bytes, suffix: str = ".o") -> None:
 
 
 _I64, _POINTER = ctypes.c_int64, ctypes.c_void_p
-_SIGNATURES = {  # bulk_kernel.ENTRIES, in their argument order
+_SIGNATURES = {  # kernels.ENTRIES, in their argument order
     "scan": (_POINTER, _I64, _I64, _I64, _I64, _I64, _POINTER, _I64, _POINTER),
     "scan_legacy": (_POINTER, _I64, _I64, _I64, _I64, _I64, _POINTER, _I64, _POINTER),
     "agree_each": (_POINTER, _I64, _POINTER, _POINTER, _I64, _POINTER, _I64),
@@ -481,11 +481,11 @@ class NativeKernel:
         return None
 
     def scan(self, view, start: int, limit: int, end: int, deep: bool, columns) -> tuple[int, int]:
-        """bulk_kernel.scan: (batches read into `columns`, where the next entry starts)."""
+        """kernels.scan: (batches read into `columns`, where the next entry starts)."""
         return self._scan("scan", view, start, limit, end, int(deep), columns)
 
     def scan_legacy(self, view, start: int, limit: int, end: int, floor: int, columns) -> tuple[int, int]:
-        """bulk_kernel.scan_legacy: (messages read into `columns`, where the next entry starts)."""
+        """kernels.scan_legacy: (messages read into `columns`, where the next entry starts)."""
         return self._scan("scan_legacy", view, start, limit, end, floor, columns)
 
     def _scan(self, name: str, view, start: int, limit: int, end: int, argument: int, columns) -> tuple[int, int]:
@@ -497,7 +497,7 @@ class NativeKernel:
         return int(out[0]), int(out[1])
 
     def agree_each(self, payloads, bounds, columns, rows) -> None:
-        """bulk_kernel.agree_each: payload i, payloads[bounds[i]:bounds[i+1]], is batch rows[i]'s records."""
+        """kernels.agree_each: payload i, payloads[bounds[i]:bounds[i+1]], is batch rows[i]'s records."""
         if bounds.size != rows.size + 1:
             raise ValueError(f"bulk kernel: {bounds.size} bounds for {rows.size} payloads")
         self._call("agree_each", _address(payloads, np.uint8), payloads.size, _address(bounds, np.int64),
@@ -505,7 +505,7 @@ class NativeKernel:
                    columns.shape[1])
 
     def recovery_index(self, columns, start: int, stop: int, state, offset_entries, time_entries) -> int:
-        """bulk_kernel.recovery_index: the row it stopped at."""
+        """kernels.recovery_index: the row it stopped at."""
         width = offset_entries.shape[1]
         if not (0 <= start <= stop <= columns.shape[1] and stop - start <= width == time_entries.shape[1]
                 and state.size == RECOVERY_STATE):
@@ -518,7 +518,7 @@ class NativeKernel:
 
     def decode_each(self, segment, payloads, columns, row: int, stop: int, starts, ends, in_payloads, first_record,
                     records, n: int, headers, h: int) -> tuple[int, int, int]:
-        """bulk_kernel.decode_each: (row, records, headers) after the last batch decoded."""
+        """kernels.decode_each: (row, records, headers) after the last batch decoded."""
         batches = starts.size
         if not (0 <= row <= stop <= batches == ends.size == in_payloads.size and first_record.size >= stop
                 and stop <= columns.shape[1] and 0 <= n <= records.shape[1] and 0 <= h <= headers.shape[1]):
@@ -533,7 +533,7 @@ class NativeKernel:
         return int(out[0]), int(out[1]), int(out[2])
 
     def lz4_each(self, segment, starts, ends, limit: int, out, bounds, decoded) -> int:
-        """bulk_kernel.lz4_each: how many of the frames segment[starts[i]:ends[i]] it went through."""
+        """kernels.lz4_each: how many of the frames segment[starts[i]:ends[i]] it went through."""
         count = starts.size
         if not (ends.size == count == decoded.size == bounds.size - 1 and limit >= 0
                 and (count == 0 or (starts.min() >= 0 and (ends - starts).min() >= 0 and ends.max() <= segment.size))):
@@ -544,7 +544,7 @@ class NativeKernel:
 
     def decode_legacy_each(self, segment, payloads, columns, row: int, stop: int, starts, ends, in_payloads,
                            first_record, records, n: int, legacy_records) -> tuple[int, int]:
-        """bulk_kernel.decode_legacy_each: (row, records) after the last message decoded."""
+        """kernels.decode_legacy_each: (row, records) after the last message decoded."""
         batches = starts.size
         if not (0 <= row <= stop <= batches == ends.size == in_payloads.size and first_record.size >= stop
                 and stop <= columns.shape[1] and 0 <= n <= records.shape[1] == legacy_records.shape[1]):
@@ -560,7 +560,7 @@ class NativeKernel:
 
     def render_each(self, segment, payloads, batches, records, headers, legacy, deep: bool, texts, bounds,
                     base64_only: bool, out, state) -> None:
-        """bulk_kernel.render_each: `state` says where it stopped and how much of `out` it wrote.
+        """kernels.render_each: `state` says where it stopped and how much of `out` it wrote.
         `legacy` is None for V2 batches."""
         run = _run_arguments("render_each", segment, payloads, batches, records, headers, legacy, texts, bounds,
                              TEXTS, state)
@@ -570,7 +570,7 @@ class NativeKernel:
 
     def render_dumplog_each(self, segment, payloads, batches, records, headers, legacy, deep: bool, print_data: bool,
                             skip_metadata: bool, texts, bounds, out, state) -> None:
-        """bulk_kernel.render_dumplog_each: as `render_each`, for kafka-dump-log's text. `legacy`
+        """kernels.render_dumplog_each: as `render_each`, for kafka-dump-log's text. `legacy`
         is None for V2 batches; the records of V0/V1 messages need it."""
         if legacy is None and deep and records.shape[1] and not (batches[B_MAGIC] == 2).all():
             raise ValueError("bulk kernel: render_dumplog_each of V0/V1 records without their rows")

@@ -1,5 +1,5 @@
 """The compiled half of `bulk_scan`: loops written in Python and compiled by numba into one
-object file of machine code (`build`). `bulk_native` caches that object and maps it without numba
+object file of machine code (`build`). `loader` caches that object and maps it without numba
 (and on x86-64 without llvmlite), so a run imports numba only when there is no object for this source and CPU yet (~0.5 s
 of import and ~3 s of compiling, once).
 
@@ -19,23 +19,23 @@ from numba.core import cgutils
 from numba.core.compiler_lock import global_compiler_lock
 from numba.extending import intrinsic
 
-from .bulk_scan import (ATTRIBUTES, BASE_OFFSET, BASE_SEQUENCE, BASE_TIMESTAMP, CHECKED, FIELD_AT, HEADER_COLUMNS,
-                        H_KEY_LENGTH, H_KEY_START, H_VALUE_LENGTH, H_VALUE_START, INDEX_INTERVAL, LAST_INDEXED_OFFSET,
-                        LAST_INDEXED_POSITION, LAST_OFFSET_DELTA, LAST_TIME_OFFSET, LAST_TIME_TIMESTAMP, LEADER_EPOCH,
-                        LEGACY_RECORD_COLUMNS, L_ATTRIBUTES, L_CRC, MAX_TIMESTAMP, MAX_TIMESTAMP_SO_FAR, NOT_DECODED,
-                        OFFSET_ENTRIES, OFFSET_OF_MAX_TIMESTAMP, POSITION, PRODUCER_EPOCH, PRODUCER_ID, RECORDS_COUNT,
-                        RECORD_COLUMNS, RECOVERY_STATE, R_FIRST_HEADER, R_HEADER_COUNT, R_KEY_LENGTH, R_KEY_START,
-                        R_OFFSET, R_SEQUENCE, R_SIZE, R_TIMESTAMP, R_VALUE_LENGTH, R_VALUE_START, SIZE,
-                        SMALLEST_LEGACY_ENTRY, TIME_ENTRIES, VALID_BYTES)
-from .bulk_scan import (B_ATTRIBUTES, B_BASE_TIMESTAMP, B_COUNT, B_IN_PAYLOADS, B_LAST_OFFSET, B_MAGIC, B_POSITION,
-                        DUMPLOG_TEXTS, D_BATCH, D_CODEC, D_FALSE, D_KEY, D_LEGACY, D_OPTIONAL, D_PAYLOAD, D_RECORD,
-                        D_TIMESTAMP_TYPE, D_TRUE, RENDER_BATCH, RENDER_RECORD, RENDER_REFUSED, RENDER_STATE,
-                        RENDER_WRITTEN, RUN_BATCH_FIELDS, TEXTS, T_BASE64, T_BATCH, T_CODEC, T_FALSE, T_HEADER,
-                        T_LEGACY, T_NULL, T_RECORD, T_TIMESTAMP_TYPE, T_TRUE, T_UTF8)
+from .columns import (ATTRIBUTES, BASE_OFFSET, BASE_SEQUENCE, BASE_TIMESTAMP, CHECKED, FIELD_AT, HEADER_COLUMNS,
+                      H_KEY_LENGTH, H_KEY_START, H_VALUE_LENGTH, H_VALUE_START, INDEX_INTERVAL, LAST_INDEXED_OFFSET,
+                      LAST_INDEXED_POSITION, LAST_OFFSET_DELTA, LAST_TIME_OFFSET, LAST_TIME_TIMESTAMP, LEADER_EPOCH,
+                      LEGACY_RECORD_COLUMNS, L_ATTRIBUTES, L_CRC, MAX_TIMESTAMP, MAX_TIMESTAMP_SO_FAR, NOT_DECODED,
+                      OFFSET_ENTRIES, OFFSET_OF_MAX_TIMESTAMP, POSITION, PRODUCER_EPOCH, PRODUCER_ID, RECORDS_COUNT,
+                      RECORD_COLUMNS, RECOVERY_STATE, R_FIRST_HEADER, R_HEADER_COUNT, R_KEY_LENGTH, R_KEY_START,
+                      R_OFFSET, R_SEQUENCE, R_SIZE, R_TIMESTAMP, R_VALUE_LENGTH, R_VALUE_START, SIZE,
+                      SMALLEST_LEGACY_ENTRY, TIME_ENTRIES, VALID_BYTES)
+from .columns import (B_ATTRIBUTES, B_BASE_TIMESTAMP, B_COUNT, B_IN_PAYLOADS, B_LAST_OFFSET, B_MAGIC, B_POSITION,
+                      DUMPLOG_TEXTS, D_BATCH, D_CODEC, D_FALSE, D_KEY, D_LEGACY, D_OPTIONAL, D_PAYLOAD, D_RECORD,
+                      D_TIMESTAMP_TYPE, D_TRUE, RENDER_BATCH, RENDER_RECORD, RENDER_REFUSED, RENDER_STATE,
+                      RENDER_WRITTEN, RUN_BATCH_FIELDS, TEXTS, T_BASE64, T_BATCH, T_CODEC, T_FALSE, T_HEADER,
+                      T_LEGACY, T_NULL, T_RECORD, T_TIMESTAMP_TYPE, T_TRUE, T_UTF8)
 from ..codecs import lz4_codec
-from . import legacy
-from .record_batch import (ATTR_CODEC, ATTR_CONTROL, ATTR_DELETE_HORIZON, ATTR_LOG_APPEND_TIME,
-                           ATTR_TRANSACTIONAL, HEADER_SIZE)
+from ..formats import legacy
+from ..formats.record_batch import (ATTR_CODEC, ATTR_CONTROL, ATTR_DELETE_HORIZON, ATTR_LOG_APPEND_TIME,
+                                    ATTR_TRANSACTIONAL, HEADER_SIZE)
 
 _X86 = binding.get_process_triple().startswith("x86_64")
 HARDWARE_CRC = _X86 and bool(binding.get_host_cpu_features().get("sse4.2", False))
@@ -1513,7 +1513,7 @@ def render_dumplog_each(segment, payloads, batches, records, headers, legacy, de
 
 
 # ---------------------------------------------------------------------------------------------
-# The entry points: C signatures over the kernels above, for `bulk_native` to call with ctypes.
+# The entry points: C signatures over the kernels above, for `loader` to call with ctypes.
 # Arrays arrive as pointers with their sizes; tuples leave through `out`.
 # ---------------------------------------------------------------------------------------------
 

@@ -3,7 +3,7 @@ opened), read in bulk by compiled code into columns.
 
 On small batches the per-batch path (`SegmentFile.entries` + `parse_batch`) costs ~6 µs of
 interpreter work per batch, whatever the batch holds; a C reader needs ~1.4 µs. Here one loop,
-compiled (bulk_kernel.py, bulk_native.py), walks the batches of a byte range: it reads each 61-byte header, checks its
+compiled (kernels.py, loaded by loader.py), walks the batches of a byte range: it reads each 61-byte header, checks its
 CRC-32C and, for a deep check, walks the records of an uncompressed batch as `skim_records` does.
 The header fields land in one int64 column each (`COLUMNS`).
 
@@ -13,9 +13,9 @@ did not or could not walk. The per-batch path takes those over and owns every fi
 paths cannot disagree on what is wrong: this one only says less, sooner.
 
 The kernels are optional: without them (no numba to build them, no LLVM to load them, or
-KAFKALOG_BULK=never) callers take the per-batch path. `bulk_native` loads them (~0.1 s, mostly
-importing numpy), so `auto` uses them only where that pays. The field offsets come from `BATCH_HEADER`, the
-schema in record_batch.py.
+KAFKALOG_BULK=never) callers take the per-batch path. `loader` loads them (~0.1 s, mostly
+importing numpy), so `auto` uses them only where that pays. The columns' layout is columns.py's,
+handed on from here.
 """
 from __future__ import annotations
 
@@ -26,34 +26,13 @@ import sys
 import warnings
 from typing import Iterator
 
-from ..schema import struct_fields
-from . import legacy
-from .record_batch import BATCH_HEADER, HEADER_SIZE, LOG_OVERHEAD
+from ..formats import legacy
+from ..formats.record_batch import HEADER_SIZE, LOG_OVERHEAD
+from .columns import *  # noqa: F403 - the layout is part of the scan's interface: callers index columns through it
+from .columns import FIELD_AT
 
 MODE_VARIABLE = "KAFKALOG_BULK"
 """`auto` (default): the compiled scan where it pays (see `wanted`); `always`; `never`."""
-CAPACITY = 1 << 14
-"""Batches per call; the caller also bounds each call's byte range."""
-
-COLUMNS = ("position", "size", "base_offset", "last_offset_delta", "partition_leader_epoch", "attributes",
-           "base_timestamp", "max_timestamp", "producer_id", "producer_epoch", "base_sequence", "records_count",
-           "checked")
-"""`checked` (deep scans): 1 when the records were walked and agree with the header (count, offset
-deltas, max timestamp); 0 when the per-batch path must read them (compressed, control, or odd)."""
-(POSITION, SIZE, BASE_OFFSET, LAST_OFFSET_DELTA, LEADER_EPOCH, ATTRIBUTES, BASE_TIMESTAMP, MAX_TIMESTAMP,
- PRODUCER_ID, PRODUCER_EPOCH, BASE_SEQUENCE, RECORDS_COUNT, CHECKED) = range(len(COLUMNS))
-
-
-def _field_offsets() -> dict[str, int]:
-    """Where each header field starts, from the schema."""
-    offsets, at = {}, 0
-    for name, field in struct_fields(BATCH_HEADER):
-        offsets[name] = at
-        at += field.sizeof()
-    return offsets
-
-
-FIELD_AT = _field_offsets()
 _MAGIC = FIELD_AT["magic"]
 
 
@@ -103,7 +82,7 @@ def wanted(buffer, end: int, records: bool, costs: tuple[float, float] = CHECK_C
 
 @functools.cache
 def kernel():
-    """The compiled kernels (`bulk_native.NativeKernel`), or None where they cannot be had now: no
+    """The compiled kernels (`loader.NativeKernel`), or None where they cannot be had now: no
     numba to build them and none cached, no LLVM, no memory for it, or (unless KAFKALOG_BULK=always
     asks for them, built now if need be) none built yet: this run then reads batch by batch while a
     process of its own builds them in the background, and says so once. The per-batch path then
@@ -111,23 +90,23 @@ def kernel():
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # numba's, while it builds them
-            from . import bulk_native
+            from . import loader
 
             if mode() == "always":
-                return bulk_native.load()
-            loaded = bulk_native.load(build=False)
+                return loader.load()
+            loaded = loader.load(build=False)
             if loaded is None:
-                _tell_building(bulk_native.build_in_background(), bulk_native)
+                _tell_building(loader.build_in_background(), loader)
             return loaded
     except Exception:  # noqa: BLE001 - whatever stops the kernels only costs speed
         return None
 
 
-def _tell_building(outcome: str, bulk_native) -> None:
-    if outcome == bulk_native.CANNOT:
+def _tell_building(outcome: str, loader) -> None:
+    if outcome == loader.CANNOT:
         return
     doing = ("started building them in the background, at the lowest priority (~20 s of CPU, once)"
-             if outcome == bulk_native.STARTED else "they are being built in the background")
+             if outcome == loader.STARTED else "they are being built in the background")
     print(f"kafkalog: the compiled kernels are not built yet for this installation: this run reads batch by batch; "
           f"{doing}. `kafkalog build-kernels` builds them now.", file=sys.stderr, flush=True)
 
@@ -266,85 +245,7 @@ def last_sequences(base_sequence, delta):
                                                                 base_sequence + delta)))
 
 
-# recovery_index's state (rebuild-index), an int64 array carried from call to call
-(VALID_BYTES, LAST_INDEXED_POSITION, MAX_TIMESTAMP_SO_FAR, OFFSET_OF_MAX_TIMESTAMP, INDEX_INTERVAL, OFFSET_ENTRIES,
- TIME_ENTRIES, LAST_INDEXED_OFFSET, LAST_TIME_TIMESTAMP, LAST_TIME_OFFSET) = range(10)
-RECOVERY_STATE = 10
-
-
-# ---------------------------------------------------------------------------------------------
-# dump: records decoded into columns (bulk_kernel.decode_each)
-# ---------------------------------------------------------------------------------------------
-
-RECORD_COLUMNS = ("offset", "timestamp", "sequence", "size", "key_start", "key_length", "value_start",
-                  "value_length", "first_header", "header_count")
-"""One record a column, as `decode_records` reads it: lengths are -1 for a null key or value; starts
-index the bytes the batch's records were decoded from; headers are rows of `HEADER_COLUMNS`."""
-(R_OFFSET, R_TIMESTAMP, R_SEQUENCE, R_SIZE, R_KEY_START, R_KEY_LENGTH, R_VALUE_START, R_VALUE_LENGTH,
- R_FIRST_HEADER, R_HEADER_COUNT) = range(len(RECORD_COLUMNS))
-HEADER_COLUMNS = ("key_start", "key_length", "value_start", "value_length")
-(H_KEY_START, H_KEY_LENGTH, H_VALUE_START, H_VALUE_LENGTH) = range(len(HEADER_COLUMNS))
-NOT_DECODED = -1
-"""`decode_each`'s first record row for a batch left to `decode_records` (the per-batch path)."""
-
-
-LEGACY_RECORD_COLUMNS = ("crc", "attributes")
-"""What a V0/V1 record line adds (its `legacy` object), one record a column beside `RECORD_COLUMNS`:
-the message's stored CRC-32 (`decode_legacy_each` keeps only messages whose CRC matches) and its
-attributes byte, signed."""
-(L_CRC, L_ATTRIBUTES) = range(len(LEGACY_RECORD_COLUMNS))
-SMALLEST_LEGACY_ENTRY = legacy.LOG_OVERHEAD + legacy.RECORD_OVERHEAD_V0
-"""Bytes of the smallest log entry of a message set: a wrapper's holds at most its size / this."""
-
-
-RUN_BATCH_FIELDS = ("position", "size", "base_offset", "last_offset", "count", "crc", "attributes", "max_timestamp",
-                    "producer_id", "producer_epoch", "base_sequence", "last_sequence", "partition_leader_epoch",
-                    "base_timestamp", "in_payloads", "magic")
-"""The rows of `dump.BatchRun.batches`: the fields of each batch's `Batch` (a V2 batch, or a V0/V1
-message, with a valid CRC; `attributes` is the low byte, as `Batch.attributes`, for a legacy message
-only its codec and timestamp type bits), and whether its records lie in `payloads`. A legacy
-message's `count` is its records' (the line says null, as `Batch.count`)."""
-(B_POSITION, B_SIZE, B_BASE_OFFSET, B_LAST_OFFSET, B_COUNT, B_CRC, B_ATTRIBUTES, B_MAX_TIMESTAMP, B_PRODUCER_ID,
- B_PRODUCER_EPOCH, B_BASE_SEQUENCE, B_LAST_SEQUENCE, B_LEADER_EPOCH, B_BASE_TIMESTAMP, B_IN_PAYLOADS,
- B_MAGIC) = range(len(RUN_BATCH_FIELDS))
-
-
-# ---------------------------------------------------------------------------------------------
-# dump: JSON Lines written from those columns (bulk_kernel.render_each)
-# ---------------------------------------------------------------------------------------------
-
-TEXT_PIECES = (("batch", 20), ("record", 13), ("legacy", 17), ("codec", 8), ("timestamp_type", 3), ("header", 4),
-               ("true", 1), ("false", 1), ("null", 1), ("utf8", 1), ("base64", 1))
-"""The constant texts `render_each` writes lines with, in this order, each as so many pieces: the
-UTF-8 of a file's batch, record and V0/V1 record line templates cut around their 19, 12 and 16
-fields, the JSON of each codec's name (by id), of CreateTime, LogAppendTime and NoTimestampType,
-a header object cut around its 3 fields, and true, false, null, "utf8" and "base64"."""
-(T_BATCH, T_RECORD, T_LEGACY, T_CODEC, T_TIMESTAMP_TYPE, T_HEADER, T_TRUE, T_FALSE, T_NULL, T_UTF8,
- T_BASE64) = (sum(count for _, count in TEXT_PIECES[:i]) for i in range(len(TEXT_PIECES)))
-TEXTS = sum(count for _, count in TEXT_PIECES)
-(RENDER_BATCH, RENDER_RECORD, RENDER_WRITTEN, RENDER_REFUSED) = range(4)
-"""`render_each`'s state: the next batch and record rows (in and out), the bytes it wrote, and 1
-when it stopped before a batch it leaves to Python (a header key that is not UTF-8)."""
-RENDER_STATE = 4
-
-# ---------------------------------------------------------------------------------------------
-# dump --format text: kafka-dump-log.sh's lines written from those columns (render_dumplog_each)
-# ---------------------------------------------------------------------------------------------
-
-DUMPLOG_PIECES = (("batch", 19), ("record", 8), ("legacy", 4), ("key", 2), ("payload", 1), ("codec", 8),
-                  ("timestamp_type", 3), ("true", 1), ("false", 1), ("optional", 3))
-"""The constant texts `render_dumplog_each` writes lines with (`dumplog_text._texts`), in this
-order: a V2 batch line cut around its 18 fields, a record line's metadata cut around its 7, a V0/V1
-batch line's start and a V0/V1 record's texts after its value size (isValid, crc, the stray `}`),
-the key's lead-in after metadata and without it, the payload's, each codec's name (by id),
-CreateTime, LogAppendTime and NoTimestampType, true, false, and OptionalLong's empty, opening and
-closing texts. Its state is `render_each`'s (RENDER_*)."""
-(D_BATCH, D_RECORD, D_LEGACY, D_KEY, D_PAYLOAD, D_CODEC, D_TIMESTAMP_TYPE, D_TRUE, D_FALSE,
- D_OPTIONAL) = (sum(count for _, count in DUMPLOG_PIECES[:i]) for i in range(len(DUMPLOG_PIECES)))
-DUMPLOG_TEXTS = sum(count for _, count in DUMPLOG_PIECES)
-
-
 def records_kernel():
-    """`bulk_kernel.decode_each`, or None without the kernels."""
+    """`kernels.decode_each`, or None without the kernels."""
     loaded = kernel()
     return None if loaded is None else loaded.decode_each

@@ -1,0 +1,120 @@
+"""The column layout the compiled kernels and their callers share: int64 arrays, one row a field
+(a column a batch or a record), and the rows' indices. The bottom of `native`: it imports only the
+formats it lays out, so the kernels, their loader and the scan all build on it.
+
+- `COLUMNS`: a V2 batch header's fields, as `bulk_scan` reads them (verify, rebuild-index, dump).
+- `RECOVERY_STATE`: rebuild-index's state carried from call to call (`recovery_index`).
+- `RECORD_COLUMNS`, `HEADER_COLUMNS`, `LEGACY_RECORD_COLUMNS`, `RUN_BATCH_FIELDS`: dump's records,
+  headers and batches decoded into columns (`decode_each`, `decode_legacy_each`).
+- `TEXT_PIECES`, `DUMPLOG_PIECES`: the constant texts the two renderers write lines with.
+
+The field offsets come from `BATCH_HEADER`, the schema in formats/record_batch.py.
+"""
+from __future__ import annotations
+
+from ..formats import legacy, record_batch
+from ..schema import struct_fields
+
+CAPACITY = 1 << 14
+"""Batches per call; the caller also bounds each call's byte range."""
+
+COLUMNS = ("position", "size", "base_offset", "last_offset_delta", "partition_leader_epoch", "attributes",
+           "base_timestamp", "max_timestamp", "producer_id", "producer_epoch", "base_sequence", "records_count",
+           "checked")
+"""`checked` (deep scans): 1 when the records were walked and agree with the header (count, offset
+deltas, max timestamp); 0 when the per-batch path must read them (compressed, control, or odd)."""
+(POSITION, SIZE, BASE_OFFSET, LAST_OFFSET_DELTA, LEADER_EPOCH, ATTRIBUTES, BASE_TIMESTAMP, MAX_TIMESTAMP,
+ PRODUCER_ID, PRODUCER_EPOCH, BASE_SEQUENCE, RECORDS_COUNT, CHECKED) = range(len(COLUMNS))
+
+
+def _field_offsets() -> dict[str, int]:
+    """Where each header field starts, from the schema."""
+    offsets, at = {}, 0
+    for name, field in struct_fields(record_batch.BATCH_HEADER):
+        offsets[name] = at
+        at += field.sizeof()
+    return offsets
+
+
+FIELD_AT = _field_offsets()
+
+
+# recovery_index's state (rebuild-index), an int64 array carried from call to call
+(VALID_BYTES, LAST_INDEXED_POSITION, MAX_TIMESTAMP_SO_FAR, OFFSET_OF_MAX_TIMESTAMP, INDEX_INTERVAL, OFFSET_ENTRIES,
+ TIME_ENTRIES, LAST_INDEXED_OFFSET, LAST_TIME_TIMESTAMP, LAST_TIME_OFFSET) = range(10)
+RECOVERY_STATE = 10
+
+
+# ---------------------------------------------------------------------------------------------
+# dump: records decoded into columns (kernels.decode_each)
+# ---------------------------------------------------------------------------------------------
+
+RECORD_COLUMNS = ("offset", "timestamp", "sequence", "size", "key_start", "key_length", "value_start",
+                  "value_length", "first_header", "header_count")
+"""One record a column, as `decode_records` reads it: lengths are -1 for a null key or value; starts
+index the bytes the batch's records were decoded from; headers are rows of `HEADER_COLUMNS`."""
+(R_OFFSET, R_TIMESTAMP, R_SEQUENCE, R_SIZE, R_KEY_START, R_KEY_LENGTH, R_VALUE_START, R_VALUE_LENGTH,
+ R_FIRST_HEADER, R_HEADER_COUNT) = range(len(RECORD_COLUMNS))
+HEADER_COLUMNS = ("key_start", "key_length", "value_start", "value_length")
+(H_KEY_START, H_KEY_LENGTH, H_VALUE_START, H_VALUE_LENGTH) = range(len(HEADER_COLUMNS))
+NOT_DECODED = -1
+"""`decode_each`'s first record row for a batch left to `decode_records` (the per-batch path)."""
+
+
+LEGACY_RECORD_COLUMNS = ("crc", "attributes")
+"""What a V0/V1 record line adds (its `legacy` object), one record a column beside `RECORD_COLUMNS`:
+the message's stored CRC-32 (`decode_legacy_each` keeps only messages whose CRC matches) and its
+attributes byte, signed."""
+(L_CRC, L_ATTRIBUTES) = range(len(LEGACY_RECORD_COLUMNS))
+SMALLEST_LEGACY_ENTRY = legacy.LOG_OVERHEAD + legacy.RECORD_OVERHEAD_V0
+"""Bytes of the smallest log entry of a message set: a wrapper's holds at most its size / this."""
+
+
+RUN_BATCH_FIELDS = ("position", "size", "base_offset", "last_offset", "count", "crc", "attributes", "max_timestamp",
+                    "producer_id", "producer_epoch", "base_sequence", "last_sequence", "partition_leader_epoch",
+                    "base_timestamp", "in_payloads", "magic")
+"""The rows of `dump.BatchRun.batches`: the fields of each batch's `Batch` (a V2 batch, or a V0/V1
+message, with a valid CRC; `attributes` is the low byte, as `Batch.attributes`, for a legacy message
+only its codec and timestamp type bits), and whether its records lie in `payloads`. A legacy
+message's `count` is its records' (the line says null, as `Batch.count`)."""
+(B_POSITION, B_SIZE, B_BASE_OFFSET, B_LAST_OFFSET, B_COUNT, B_CRC, B_ATTRIBUTES, B_MAX_TIMESTAMP, B_PRODUCER_ID,
+ B_PRODUCER_EPOCH, B_BASE_SEQUENCE, B_LAST_SEQUENCE, B_LEADER_EPOCH, B_BASE_TIMESTAMP, B_IN_PAYLOADS,
+ B_MAGIC) = range(len(RUN_BATCH_FIELDS))
+
+
+# ---------------------------------------------------------------------------------------------
+# dump: JSON Lines written from those columns (kernels.render_each)
+# ---------------------------------------------------------------------------------------------
+
+TEXT_PIECES = (("batch", 20), ("record", 13), ("legacy", 17), ("codec", 8), ("timestamp_type", 3), ("header", 4),
+               ("true", 1), ("false", 1), ("null", 1), ("utf8", 1), ("base64", 1))
+"""The constant texts `render_each` writes lines with, in this order, each as so many pieces: the
+UTF-8 of a file's batch, record and V0/V1 record line templates cut around their 19, 12 and 16
+fields, the JSON of each codec's name (by id), of CreateTime, LogAppendTime and NoTimestampType,
+a header object cut around its 3 fields, and true, false, null, "utf8" and "base64"."""
+(T_BATCH, T_RECORD, T_LEGACY, T_CODEC, T_TIMESTAMP_TYPE, T_HEADER, T_TRUE, T_FALSE, T_NULL, T_UTF8,
+ T_BASE64) = (sum(count for _, count in TEXT_PIECES[:i]) for i in range(len(TEXT_PIECES)))
+TEXTS = sum(count for _, count in TEXT_PIECES)
+(RENDER_BATCH, RENDER_RECORD, RENDER_WRITTEN, RENDER_REFUSED) = range(4)
+"""`render_each`'s state: the next batch and record rows (in and out), the bytes it wrote, and 1
+when it stopped before a batch it leaves to Python (a header key that is not UTF-8)."""
+RENDER_STATE = 4
+
+# ---------------------------------------------------------------------------------------------
+# dump --format text: kafka-dump-log.sh's lines written from those columns (render_dumplog_each)
+# ---------------------------------------------------------------------------------------------
+
+DUMPLOG_PIECES = (("batch", 19), ("record", 8), ("legacy", 4), ("key", 2), ("payload", 1), ("codec", 8),
+                  ("timestamp_type", 3), ("true", 1), ("false", 1), ("optional", 3))
+"""The constant texts `render_dumplog_each` writes lines with (`dumplog_text._texts`), in this
+order: a V2 batch line cut around its 18 fields, a record line's metadata cut around its 7, a V0/V1
+batch line's start and a V0/V1 record's texts after its value size (isValid, crc, the stray `}`),
+the key's lead-in after metadata and without it, the payload's, each codec's name (by id),
+CreateTime, LogAppendTime and NoTimestampType, true, false, and OptionalLong's empty, opening and
+closing texts. Its state is `render_each`'s (RENDER_*)."""
+(D_BATCH, D_RECORD, D_LEGACY, D_KEY, D_PAYLOAD, D_CODEC, D_TIMESTAMP_TYPE, D_TRUE, D_FALSE,
+ D_OPTIONAL) = (sum(count for _, count in DUMPLOG_PIECES[:i]) for i in range(len(DUMPLOG_PIECES)))
+DUMPLOG_TEXTS = sum(count for _, count in DUMPLOG_PIECES)
+
+__all__ = [name for name in dir() if name.isupper()]
+"""The layout's names (`bulk_scan` hands them on, so that its callers index columns through it)."""
