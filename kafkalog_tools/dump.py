@@ -529,7 +529,7 @@ def _written_into_zeros(segment: SegmentFile, entry: Batch | BadEntry) -> bool:
 
 class _BulkDump:
     """`BatchRun`s of the batches the compiled kernel reads (`bulk_scan`), with their records
-    decoded by `bulk_kernel.decode_each`, and of V0/V1 messages, read by `scan_legacy` with their
+    decoded by `kernels.decode_each`, and of V0/V1 messages, read by `scan_legacy` with their
     wrappers' message sets decoded by `decode_legacy_each`. It hands back to the per-batch loop, in
     order, every batch it cannot print exactly as that loop would: anything the scans stop before
     (damage, a change of magic, the end), control batches, payloads that do not decompress, and
@@ -685,7 +685,7 @@ class _BulkDump:
                 self.headers = self._grown(self.headers, headers, 2 * self.headers.shape[1])
 
     def _decode_lz4(self, rows, starts, ends, in_payloads, limit: int) -> tuple[int, int]:
-        """These lz4 batches' frames decoded by `bulk_kernel.lz4_each` into `lz4_out`, and their
+        """These lz4 batches' frames decoded by `kernels.lz4_each` into `lz4_out`, and their
         `starts`, `ends` and `in_payloads` set; those it refuses are left as they were. Returns (bytes
         held, batches it went through: fewer than all when the output is full)."""
         np = self.np
