@@ -20,6 +20,16 @@ from tests.test_hostile_dump import FIRST, raw_batch
 T0 = 1_700_000_000_000
 
 
+def _kafkas_recovery_fails(partition, log, says: str, *options: str) -> None:
+    """rebuild-index --truncate where Kafka's recovery throws: exit 1, saying why, nothing written."""
+    before = log.read_bytes()
+    result = CliRunner().invoke(cli, ["rebuild-index", "--truncate", "--no-backup", *options, "--format", "json",
+                                      str(partition)])
+    assert result.exit_code == 1, result.output
+    assert says in result.output
+    assert log.read_bytes() == before
+
+
 def test_a_batch_of_count_zero_has_no_records_whatever_its_records_section_holds(tmp_path):
     """DefaultRecordBatch.iterator: count 0 is an empty iterator (nothing read, nothing decompressed);
     we used to say 'records still remaining'."""
@@ -162,11 +172,7 @@ def test_a_transaction_marker_of_an_unknown_codec_fails_kafkas_recovery(tmp_path
     struct.pack_into(">h", marker, 21, struct.unpack_from(">h", marker, 21)[0] | 7)
     log = partition / "00000000000000000000.log"
     log.write_bytes(data + with_crc(bytes(marker)))
-    before = log.read_bytes()
-    result = CliRunner().invoke(cli, ["rebuild-index", "--truncate", "--no-backup", "--format", "json", str(partition)])
-    assert result.exit_code == 1, result.output
-    assert "Unknown compression type id: 7" in result.output
-    assert log.read_bytes() == before
+    _kafkas_recovery_fails(partition, log, "Unknown compression type id: 7")
 
 
 @pytest.mark.parametrize("bulk", ["never", "always"])
@@ -258,11 +264,7 @@ def test_a_marker_kafkas_recovery_throws_on_fails_rebuild_index(tmp_path, record
     LogSegment.recover does not catch either, so Kafka's recovery fails, nothing cut (we cut the marker
     off). A longer varint elsewhere in the record is an InvalidRecordException: recovery cuts there."""
     partition, log = _marker_partition(tmp_path, record)
-    before = log.read_bytes()
-    result = CliRunner().invoke(cli, ["rebuild-index", "--truncate", "--no-backup", "--format", "json", str(partition)])
-    assert result.exit_code == 1, result.output
-    assert kafka_throws in result.output
-    assert log.read_bytes() == before
+    _kafkas_recovery_fails(partition, log, kafka_throws)
 
 
 def test_a_marker_with_a_long_timestamp_varint_is_cut_by_recovery(tmp_path):
@@ -323,12 +325,8 @@ def test_the_closing_time_index_entry_checks_its_offset_first(tmp_path):
                build_batch(2, [build_record(0, 0, b"k", b"v")], base_timestamp=T0 + 2, max_timestamp=T0 + 2)]
     log = partition / "00000000000000000000.log"
     log.write_bytes(b"".join(batches))
-    before = log.read_bytes()
-    result = CliRunner().invoke(cli, ["rebuild-index", "--truncate", "--no-backup", "--index-interval-bytes", "100",
-                                      "--format", "json", str(partition)])
-    assert result.exit_code == 1, result.output
-    assert "Attempt to append an offset (2) to slot 1 no larger than the last offset appended (1000000)" in result.output
-    assert log.read_bytes() == before
+    _kafkas_recovery_fails(partition, log, "Attempt to append an offset (2) to slot 1 no larger than the last offset "
+                           "appended (1000000)", "--index-interval-bytes", "100")
 
 
 def test_the_cleaner_keeps_the_batch_that_ends_the_cleaning_round(tmp_path):
@@ -437,8 +435,4 @@ def test_a_marker_that_does_not_decompress_fails_kafkas_recovery(tmp_path, count
     struct.pack_into(">i", marker, 57, count)
     log = partition / "00000000000000000000.log"
     log.write_bytes(data + with_crc(bytes(marker)))
-    before = log.read_bytes()
-    result = CliRunner().invoke(cli, ["rebuild-index", "--truncate", "--no-backup", "--format", "json", str(partition)])
-    assert result.exit_code == 1, result.output
-    assert "KafkaException reading the marker: gzip payload does not decompress" in result.output
-    assert log.read_bytes() == before
+    _kafkas_recovery_fails(partition, log, "KafkaException reading the marker: gzip payload does not decompress")
