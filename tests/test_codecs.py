@@ -248,6 +248,14 @@ def test_malformed_snappy(payload, message):
 # ---------------------------------------------------------------------------------------------
 
 
+def test_gzip_reserved_header_flags_are_ignored_as_java_does():
+    """GZIPInputStream.readHeader skips the reserved FLG bits that zlib refuses ('unknown header flags
+    set'): Kafka reads such a batch (seed 20261124, case 1376)."""
+    payload = bytearray(gzip.compress(b"records", mtime=0))
+    payload[3] |= 0xE0
+    assert codecs.decompress(GZIP, bytes(payload)) == b"records"
+
+
 @EXAMPLES
 @given(parts=st.lists(st.binary(max_size=5000), min_size=1, max_size=4))
 def test_concatenated_gzip_members_are_read_across(parts):

@@ -8,6 +8,8 @@ import zlib
 from . import too_large
 
 _GZIP_WBITS = 16 + zlib.MAX_WBITS
+_FHCRC, _RESERVED_FLAGS = 0x02, 0xE0
+"""Header flag bits: a header CRC follows (it covers the flags as they are), and bits 5-7, reserved."""
 
 
 STEP = 16 << 20
@@ -19,6 +21,9 @@ def decompress(data: bytes, limit: int, magic: int) -> bytes:
     pieces, size = [], 0
     remaining = data
     while remaining:
+        if len(remaining) > 3 and remaining[3] & _RESERVED_FLAGS and not remaining[3] & _FHCRC:
+            # GZIPInputStream.readHeader ignores the reserved flag bits, zlib refuses them
+            remaining = remaining[:3] + bytes([remaining[3] & ~_RESERVED_FLAGS]) + remaining[4:]
         member = zlib.decompressobj(_GZIP_WBITS)
         tail = remaining
         while True:
