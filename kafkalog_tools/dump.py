@@ -140,6 +140,9 @@ class BatchItem:
     """When the batch's records fail to decode: those Kafka's record iterator returns before the one
     that fails (kafka-dump-log prints them, then throws; the text format prints them too, with
     `decoded` parallel to them)."""
+    unreadable_record: Record | None = None
+    """A V0/V1 message whose key or value cannot be read, with only its size fields: kafka-dump-log
+    prints its record line up to them before it throws (the text format prints that line too)."""
 
 
 
@@ -476,6 +479,8 @@ def _dump_log(path: str, kind: str, options: DumpOptions, topic: str | None, act
                         records = entry.records()
                     except CorruptDataError as exc:
                         readable = getattr(exc, "records_before", None)
+                        if entry.magic < 2:
+                            item.unreadable_record = entry.unreadable_record()
                         if readable:
                             item.records_before_error = ([r for r in readable if filters.record_matches(r)]
                                                          if filtering else list(readable))

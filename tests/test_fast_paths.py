@@ -78,7 +78,7 @@ class DecodePath:
 
 def _fast_legacy(buf: bytes, pos: int, end: int) -> dict:
     fields = dataclasses.asdict(legacy.read_message(buf, pos, end))
-    assert fields.pop("error") is None  # a strict read raises instead
+    assert fields.pop("error") is None and fields.pop("size_fields") is None  # a strict read raises instead
     return fields
 
 

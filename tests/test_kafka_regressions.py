@@ -436,3 +436,24 @@ def test_a_marker_that_does_not_decompress_fails_kafkas_recovery(tmp_path, count
     log = partition / "00000000000000000000.log"
     log.write_bytes(data + with_crc(bytes(marker)))
     _kafkas_recovery_fails(partition, log, "KafkaException reading the marker: gzip payload does not decompress")
+
+
+def test_a_legacy_record_line_up_to_the_size_fields_of_an_unreadable_key(tmp_path):
+    """kafka-dump-log --deep-iteration prints a V0/V1 message's record line from its size fields,
+    read by position, before it reads the key: a key size of 3 over a 2-byte key reads the value
+    size from the value's bytes (886), and nothing throws until --print-data-log reads the key. We
+    printed no line (an open difference until session 13); the lines are Kafka 4.0's on these bytes."""
+    entry = bytearray(legacy.build_entry(0, 1, b"kk", b"vvv", timestamp=T0))
+    struct.pack_into(">i", entry, 26, 3)  # the key size
+    struct.pack_into(">I", entry, 12, zlib.crc32(entry[16:]))
+    log = tmp_path / "00000000000000000000.log"
+    log.write_bytes(bytes(entry) + legacy.build_entry(1, 1, b"k", b"v", timestamp=T0))
+    result = CliRunner().invoke(cli, ["dump", "--format", "text", "--deep-iteration", str(log)])
+    assert result.stdout.splitlines()[2:] == [
+        "offset: 0 position: 0 CreateTime: 1700000000000 size: 39 magic: 1 compresscodec: none crc: 3839744781 "
+        "isvalid: true",
+        "| offset: 0 CreateTime: 1700000000000 keySize: 3 valueSize: 886 isValid: true crc: 3839744781}",
+        "offset: 1 position: 39 CreateTime: 1700000000000 size: 36 magic: 1 compresscodec: none crc: 958827571 "
+        "isvalid: true",
+        "| offset: 1 CreateTime: 1700000000000 keySize: 1 valueSize: 1 isValid: true crc: 958827571}"]
+    assert result.exit_code == 1 and "value of 886 bytes runs past the end of the message" in result.stderr

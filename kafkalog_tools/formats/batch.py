@@ -81,7 +81,8 @@ class Record:
     legacy_attributes: int | None = None
     legacy_null_sizes: tuple[int, int] | None = None
     """A V0/V1 message's key and value size fields when one is below -1 (both are null then as at
-    -1, but Kafka reports the field as it is)."""
+    -1, but Kafka reports the field as it is), or when the key or value cannot be read
+    (`LegacyBatch.unreadable_record`)."""
     control: ControlRecord | None = None
 
     @property

@@ -85,6 +85,10 @@ class Message:
     null_sizes: tuple[int, int] | None = None
     """The key and value size fields when one of them is below -1 (a null, for Kafka too, but
     LegacyRecord.keySize() and valueSize() report the field as it is); None otherwise."""
+    size_fields: tuple[int, int] | None = None
+    """With `error`: the key and value size fields as LegacyRecord.keySize() and valueSize() read
+    them, by position (the value's after max(0, key size) bytes), when both lie in the message -
+    kafka-dump-log prints them before it reads the key; None otherwise."""
 
 
 def read_message(buf, pos: int, end: int, lenient: bool = False) -> Message:
@@ -109,8 +113,9 @@ def read_message(buf, pos: int, end: int, lenient: bool = False) -> Message:
         cursor += 8
     else:
         timestamp = NO_TIMESTAMP
-    key = value = error = None
+    key = value = error = size_fields = None
     key_size = value_size = -1
+    sizes_at = cursor
     try:
         key, key_size, cursor = _sized(buf, cursor, message_end, "key")
         # Bytes after the value are not an error to Kafka (LegacyRecord reads fields by position);
@@ -120,10 +125,21 @@ def read_message(buf, pos: int, end: int, lenient: bool = False) -> Message:
         if not lenient:
             raise
         error = str(exc)
+        size_fields = _positional_sizes(buf, sizes_at, message_end)
     computed = zlib.crc32(memoryview(buf)[pos + CRC_START : message_end])
     null_sizes = (key_size, value_size) if min(key_size, value_size) < -1 else None
     return Message(offset, LOG_OVERHEAD + message_size, crc, computed == crc, magic, attributes,
-                   timestamp, key, value, error, null_sizes)
+                   timestamp, key, value, error, null_sizes, size_fields)
+
+
+def _positional_sizes(buf, at: int, end: int) -> tuple[int, int] | None:
+    if at + 4 > end:
+        return None
+    (key_size,) = SIZE.unpack_from(buf, at)
+    value_at = at + 4 + max(0, key_size)
+    if value_at + 4 > end:  # Java: an IndexOutOfBoundsException
+        return None
+    return key_size, SIZE.unpack_from(buf, value_at)[0]
 
 
 def _sized(buf, cursor: int, end: int, what: str) -> tuple[bytes | None, int, int]:
@@ -160,6 +176,17 @@ class LegacyBatch(Batch):
             return self._records
         return self._decoded_once(
             lambda: self._deep_records() if self.compression_id else [self._as_record(self._readable(), self.position)])
+
+    def unreadable_record(self) -> Record | None:
+        """An uncompressed message whose key or value cannot be read, as far as kafka-dump-log's
+        record line goes before it reads them: its size fields (None when those cannot be read)."""
+        message = self.message
+        if self.compression_id or message is None or message.error is None or message.size_fields is None:
+            return None
+        record = self._as_record(message, self.position)
+        record.key = record.value = None
+        record.legacy_null_sizes = message.size_fields
+        return record
 
     def _readable(self) -> Message:
         """The message, once its key and value are known to be readable."""

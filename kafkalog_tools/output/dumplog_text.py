@@ -110,6 +110,8 @@ def lines(item, *, print_data: bool, max_bytes_given: bool, skip_metadata: bool 
         if records is not None:
             decoded = item.decoded or [None] * len(records)
             out.extend(record_line(item.batch, r, p, print_data, skip_metadata) for r, p in zip(records, decoded))
+        if item.unreadable_record is not None and not skip_metadata:
+            out.append(record_line(item.batch, item.unreadable_record, None, False))
         return out
     if isinstance(item, d.IndexEntryItem):
         return [f"offset: {item.entry.offset} position: {item.entry.position}"]
