@@ -291,7 +291,9 @@ class TaggedFields(Construct):
             size = UVarInt._parsereport(stream, context, path)
             if size < 0:
                 raise ConstructError(f"negative tagged field size {size}", path=path)
-            data = stream_read(stream, size, path)
+            data = stream.read(size)
+            if len(data) != size:  # Readable.readUnknownTaggedField reads it with readArray's check
+                raise ShortArrayError(size, len(data), path)
             if tag in self.known:
                 name, con = self.known[tag]
                 fields[name] = con.parse(data)

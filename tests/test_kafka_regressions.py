@@ -457,3 +457,20 @@ def test_a_legacy_record_line_up_to_the_size_fields_of_an_unreadable_key(tmp_pat
         "isvalid: true",
         "| offset: 1 CreateTime: 1700000000000 keySize: 1 valueSize: 1 isValid: true crc: 958827571}"]
     assert result.exit_code == 1 and "value of 886 bytes runs past the end of the message" in result.stderr
+
+
+def test_an_unknown_tagged_field_cut_short_reads_as_kafkas_read_array(tmp_path):
+    """Readable.readUnknownTaggedField reads a tag's bytes with readArray's check (seed 424242, case
+    1146: a ShareUpdateValue whose state batch declares a tag of 87 bytes with none left; we said
+    'null'). The record's bytes are the case's; the reason is what Kafka 4.0 printed for them."""
+    key = bytes.fromhex("0001000c73672d616e616c79746963732d16d60f70773a69ba3f12d52f70749200000001")
+    value = bytes.fromhex("000100000000000200000000000000c80400000000000000c800000000000000d102000000000000000000"
+                          "00000000010000000000000000d200000000000000d60400030000000000000000d700")
+    partition = tmp_path / "__share_group_state-0"
+    partition.mkdir()
+    log = partition / "00000000000000000000.log"
+    log.write_bytes(build_batch(0, [build_record(0, 0, key, value)], base_timestamp=T0, max_timestamp=T0))
+    result = CliRunner().invoke(cli, ["dump", "--format", "text", "-d", "--share-group-state-decoder", str(log)])
+    assert result.stdout.splitlines()[3].endswith(
+        "Could not read record with version 1 from value's buffer due to: Error reading byte array of 87 byte(s): "
+        "only 0 byte(s) available."), result.output
