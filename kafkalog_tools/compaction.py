@@ -28,6 +28,7 @@ what a sound .txnindex holds. Everything read is held in memory: this is for for
 """
 from __future__ import annotations
 
+import copy
 import os
 import shutil
 import time
@@ -206,7 +207,10 @@ def _read_segments(segments: list[Segment], report: CompactionReport) -> list[_S
                                            f"fails here and marks the partition uncleanable; read up to it")
                     break
                 try:
-                    entry.records()
+                    records = entry.records()
+                    if entry.is_control and records and records[0].control_error is not None:
+                        # loading the log reads the marker, the cleaner its key: the first record, no more
+                        raise copy.copy(records[0].control_error)
                 except CorruptDataError as exc:
                     report.problems.append(f"{exc.located(log.path, entry.position)}; Kafka's cleaner fails here; "
                                            f"read up to it")

@@ -476,7 +476,7 @@ def _dump_log(path: str, kind: str, options: DumpOptions, topic: str | None, act
                     continue
                 if decode_records:
                     try:
-                        records = entry.records()
+                        records = entry.records_reading_controls()
                     except CorruptDataError as exc:
                         readable = getattr(exc, "records_before", None)
                         if entry.magic < 2:

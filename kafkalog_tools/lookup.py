@@ -239,7 +239,7 @@ class PartitionReader:
             batches = [batch] if view_number == number else []
             following = view.scan(batch.end if view_number == number else 0, answer)
             for candidate in _chain(batches, following):
-                for record in candidate.records():
+                for record in candidate.records_reading_controls():
                     if record.offset >= target:
                         if record.offset != target:
                             answer.explanation.append(f"offset {target} is not in the log (compaction leaves "
@@ -292,7 +292,7 @@ class PartitionReader:
             if batch.max_timestamp < target:
                 skipped_batches += 1
                 continue
-            for record in batch.records():
+            for record in batch.records_reading_controls():
                 if record.timestamp >= target and record.offset >= self.log_start_offset:
                     say(f"scanned {answer.batches_scanned} batches ({answer.bytes_scanned} bytes) from byte {start}, "
                         f"{skipped_batches} with max timestamps below {target}: record {record.offset} has timestamp "

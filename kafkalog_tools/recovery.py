@@ -31,7 +31,7 @@ from .formats import offset_index, producer_snapshot, time_index, txn_index
 from .formats.index_file import read_index_bytes
 from .schema import derive_struct, struct_fields
 from .formats.batch import INT32_MAX, Batch
-from .formats.control import MissingControlKeyError
+from .formats.control import NullControlFieldError
 from .formats.logdir import LOCAL, LocalFiles, LogDir, PartitionDir, Segment, classify, read_partition_dir
 from .native import bulk_scan
 from .formats.record_batch import (ATTR_CONTROL, ATTR_TRANSACTIONAL, HEADER, HEADER_SIZE, RecordBatchV2,
@@ -61,7 +61,7 @@ def marker_records(batch: Batch) -> list:
     """A control batch's records as ProducerAppendInfo reads its marker. DefaultRecordBatch.iterator
     asks for the codec before it reads a record, and CompressionType.forId's IllegalArgumentException
     is not caught by LogSegment.recover: an unknown codec fails the recovery, as a marker without a
-    key (a NullPointerException) or with a varint too long (an IllegalArgumentException) does, where
+    key or value (a NullPointerException) or with a varint too long (an IllegalArgumentException) does, where
     an unreadable record cuts the log after the marker. Only the first record is read: what follows
     it, however damaged, is Kafka's concern only when something reads the batch's records (all found
     by the differential run against Kafka)."""
@@ -71,16 +71,16 @@ def marker_records(batch: Batch) -> list:
     try:
         if isinstance(batch, RecordBatchV2) and batch.count < 0 and batch.compression_id:
             batch.payload()  # the iterator opens the decompressing stream before it checks the count
-        return batch.records()
+        return batch.records_reading_controls()
     except DecompressionError as exc:  # a KafkaException ("Failed to decompress record stream", ...)
         raise ProducerStateError(f"KafkaException reading the marker: {exc.message}", path=exc.path,
                                  position=exc.position) from None
     except CorruptDataError as exc:
         if getattr(exc, "records_before", None):
             return exc.records_before[:1]  # ProducerAppendInfo reads the marker, the first record, and no more
-        if isinstance(exc, MissingControlKeyError):  # ControlRecordType.parse(null): a NullPointerException
+        if isinstance(exc, NullControlFieldError):  # a NullPointerException
             raise ProducerStateError(f"NullPointerException reading the marker: {exc.message}", path=exc.path,
-                                     position=exc.position, expected="a control key", actual="null") from None
+                                     position=exc.position, expected="a control key and marker value", actual="null") from None
         if isinstance(exc, VarintTooLongError):
             raise ProducerStateError(f"IllegalArgumentException reading the marker: {exc.message}", path=exc.path,
                                      position=exc.position) from None

@@ -221,7 +221,7 @@ class _Walk:
         txn = self.open.pop(batch.producer_id, None)
         if txn is None or txn.first_offset != first_offset:
             txn = Transaction(batch.producer_id, batch.producer_epoch, first_offset, complete=False)
-        marker = batch.records()[0]  # the state accepted the marker, so it has a readable record
+        marker = batch.records_reading_controls()[0]  # the state accepted the marker, so it has a readable record
         txn.state = ABORTED if marker.control.name == "ABORT" else COMMITTED
         txn.marker_offset = batch.base_offset
         txn.marker_epoch = batch.producer_epoch

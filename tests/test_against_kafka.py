@@ -123,6 +123,30 @@ def test_kafka_dump_logs_v1_index_mismatches_are_kafkas_mistake(kafka, tmp_path)
     assert "index" not in "".join(line for line in out.splitlines() if '"severity":"error"' in line)
 
 
+@pytest.mark.parametrize("damage", [0, 2, 5], ids=["key-short", "key-null", "value-null"])
+@pytest.mark.parametrize("where", [0, 1])
+def test_unreadable_control_records_read_dumped_recovered_and_cleaned_as_kafkas(kafka, tmp_path, damage, where):
+    """A marker batch with one record Kafka cannot read, first or second: Kafka's parse, dump,
+    recovery and cleaner (which throws when loading the log reads the first) against ours, live."""
+    from tests.test_kafka_regressions import T0, UNREADABLE_CONTROLS, _control_partition
+
+    key, value, _, _ = UNREADABLE_CONTROLS[damage]
+    partition, log, _, _ = _control_partition(tmp_path / "case", key, value, where)
+    report = against_kafka.Report(run_seed=0)
+    code, objects = kafka("parse", log)
+    assert code == 0
+    found = against_kafka.compare_parse(log, objects[0], report, None)
+    text, threw = kafka.dump_log([log], ["--deep-iteration"])[os.fspath(log)]
+    found += against_kafka.compare_dump(log, ["--deep-iteration"], text, threw, report)
+    for truncate in (False, True):
+        found += against_kafka.compare_recover(partition, tmp_path / "recover", truncate, 1, kafka, report)
+    options = dict(now=T0 + 10**9, delete_retention_ms=0, min_compaction_lag_ms=0, min_cleanable_ratio=0.01,
+                   segment_bytes=1 << 30)
+    found += against_kafka.compare_compaction(partition, options, kafka, report, tmp_path / "clean")
+    assert found == []
+    assert threw and report.details.get("cleanings Kafka failed", 0) == (1 if where == 0 else 0)
+
+
 def test_oracle_absent_is_a_clear_reason(monkeypatch, tmp_path):
     monkeypatch.setenv(oracle.HOME_VARIABLE, os.fspath(tmp_path / "nowhere"))
     reason = oracle.unavailable()

@@ -428,7 +428,8 @@ def test_generated_index_entries_read_back(decode_path, entries, tail):
 
 def _outcome(decode: Callable, batch) -> tuple:
     try:
-        return ("ok", decode(batch))
+        records = decode(batch)
+        return ("ok", records, [str(r.control_error) for r in records if r.control_error is not None])
     except CorruptDataError:
         return ("corrupt",)
 

@@ -11,6 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 from kafkalog_tools.cli import cli
+from kafkalog_tools.errors import CorruptDataError
 from kafkalog_tools.formats import legacy
 from kafkalog_tools.formats.batch import increment_sequence, last_sequence
 from kafkalog_tools.formats.record_batch import build_batch, build_record, decode_records_reference, skim_records
@@ -474,3 +475,95 @@ def test_an_unknown_tagged_field_cut_short_reads_as_kafkas_read_array(tmp_path):
     assert result.stdout.splitlines()[3].endswith(
         "Could not read record with version 1 from value's buffer due to: Error reading byte array of 87 byte(s): "
         "only 0 byte(s) available."), result.output
+
+
+# Control records Kafka's iterator returns but its readers cannot read (seed 4242, cases 331 and 741;
+# seeds 1263435222 and 837822391). The messages are Kafka's (InvalidRecordException's words).
+_COMMIT_KEY, _MARKER = b"\x00\x00\x00\x01", b"\x00\x00\x00\x00\x00\x05"
+_KEY_SHORT = ("Invalid value size found for end control record key. Must have at least 4 bytes, but found only 1")
+_KEY_VERSION = "Invalid version found for control record: -1. May indicate data corruption"
+_VALUE_VERSION = "Invalid version found for end transaction marker: -3. May indicate data corruption"
+_VALUE_SHORT = "Invalid value size found for end transaction marker. Must have at least 6 bytes, but found only 2"
+UNREADABLE_CONTROLS = [  # (key, value, Kafka's decodeError, the type Kafka still read)
+    (b"\x00", _MARKER, _KEY_SHORT, None),
+    (b"\xff\xff\x00\x01", _MARKER, _KEY_VERSION, None),
+    (None, _MARKER, "control record key is null", None),
+    (_COMMIT_KEY, b"\xff\xfd\x00\x00\x00\x05", _VALUE_VERSION, "COMMIT"),
+    (_COMMIT_KEY, b"\x00\x00", _VALUE_SHORT, "COMMIT"),
+    (_COMMIT_KEY, None, "transaction marker value is null", "COMMIT"),
+]
+
+
+def _control_partition(tmp_path, key, value, where: int, codec: int = 0):
+    """A transaction's data batch, its two-record marker batch with record `where` unreadable, and a
+    later data batch (the probe run against Kafka's parse, dump, recover and clean)."""
+    from kafkalog_tools.formats.record_batch import ATTR_CONTROL, ATTR_TRANSACTIONAL
+
+    partition = tmp_path / "logs" / "t-0"
+    partition.mkdir(parents=True)
+    data = build_batch(0, [build_record(0, 0, b"a", b"1"), build_record(1, 0, b"b", b"2")], producer_id=7,
+                       producer_epoch=0, base_sequence=0, attributes=ATTR_TRANSACTIONAL, base_timestamp=T0,
+                       max_timestamp=T0)
+    records = [build_record(i, 0, key, value) if i == where else build_record(i, 0, _COMMIT_KEY, _MARKER)
+               for i in range(2)]
+    marker = build_batch(2, records, producer_id=7, producer_epoch=0, attributes=ATTR_TRANSACTIONAL | ATTR_CONTROL,
+                         base_timestamp=T0, max_timestamp=T0, compression_id=codec)
+    later = build_batch(4, [build_record(0, 0, b"a", b"3"), build_record(1, 0, None, None)], base_timestamp=T0 + 5,
+                        max_timestamp=T0 + 5)
+    log = partition / "00000000000000000000.log"
+    log.write_bytes(data + marker + later)
+    return partition, log, len(data), len(data) + len(marker)
+
+
+@pytest.mark.parametrize("codec", [0, 1])
+@pytest.mark.parametrize("key, value, kafka_says, kafka_type", UNREADABLE_CONTROLS)
+def test_a_control_record_kafka_cannot_read_is_returned_with_why(tmp_path, key, value, kafka_says, kafka_type, codec):
+    """Kafka's iterator returns the record (the oracle's parse: `control: {decodeError}`, with the
+    controlType where only the marker value fails); only what reads its control key or marker throws.
+    We used to fail the whole batch's records."""
+    _, log, marker_at, _ = _control_partition(tmp_path, key, value, where=1, codec=codec)
+    with SegmentFile(log) as segment:
+        batch = next(e for e in segment.entries() if e.position == marker_at)
+        for records in (batch.records(), decode_records_reference(batch)):
+            assert [r.offset for r in records] == [2, 3]
+            assert records[0].control.name == "COMMIT" and records[0].control_error is None
+            unreadable = records[1]
+            assert kafka_says in unreadable.control_error.message
+            assert (unreadable.control and unreadable.control.name) == kafka_type
+        with pytest.raises(CorruptDataError) as failed:  # kafka-dump-log, the loader: they throw there
+            batch.records_reading_controls()
+        assert kafka_says in failed.value.message
+        assert [r.offset for r in failed.value.records_before] == [2]
+
+
+@pytest.mark.parametrize("key, value, kafka_says, kafka_type", UNREADABLE_CONTROLS)
+def test_a_marker_kafka_cannot_read_fails_dump_and_recovery_and_cleaning_as_kafkas(tmp_path, key, value, kafka_says,
+                                                                                    kafka_type):
+    """As the first record of its batch: kafka-dump-log throws after the record before; Kafka's
+    recovery throws on a null (a NullPointerException, nothing cut) and otherwise keeps the marker and
+    cuts what follows it; loading the log for the cleaner throws. As the second record: the loader
+    and the cleaner read the first only, and clean (we used to fail the cleaning)."""
+    import json
+
+    partition, log, _, marker_end = _control_partition(tmp_path / "first", key, value, where=0)
+    dumped = CliRunner().invoke(cli, ["dump", "--format", "text", "--deep-iteration", str(log)])
+    assert dumped.exit_code == 1 and kafka_says in dumped.stderr
+    assert "| offset: 2" not in dumped.stdout and "| offset: 1 " in dumped.stdout
+    if key is None or value is None:
+        _kafkas_recovery_fails(partition, log, "NullPointerException")
+    else:
+        result = CliRunner().invoke(cli, ["rebuild-index", "--truncate", "--no-backup", "--format", "json",
+                                          str(partition)])
+        assert result.exit_code == 0, result.output
+        assert log.stat().st_size == marker_end
+    for where, cleans in ((0, False), (1, True)):
+        partition, *_ = _control_partition(tmp_path / f"clean-{where}", key, value, where=where)
+        result = CliRunner().invoke(cli, ["compaction", "--simulate", "--output-dir", str(tmp_path / f"out-{where}"),
+                                          "--now", str(T0 + 10**9), "--min-cleanable-ratio", "0.01",
+                                          "--delete-retention-ms", "0", "--format", "json", str(partition)])
+        summary = next(json.loads(line) for line in result.stdout.splitlines() if '"compaction_summary"' in line)
+        if cleans:
+            assert (result.exit_code, summary["problems"]) == (0, []), result.output
+        else:
+            assert (result.exit_code, summary["would_clean"]) == (1, False), result.output
+            assert kafka_says in summary["problems"][0]

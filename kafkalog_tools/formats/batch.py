@@ -84,6 +84,10 @@ class Record:
     -1, but Kafka reports the field as it is), or when the key or value cannot be read
     (`LegacyBatch.unreadable_record`)."""
     control: ControlRecord | None = None
+    control_error: CorruptDataError | None = field(default=None, compare=False)
+    """A record of a control batch whose key or marker value cannot be read: `control` is None.
+    Kafka's iterator returns such a record; what reads its control key throws (see
+    `Batch.records_reading_controls`)."""
 
     @property
     def key_size(self) -> int:
@@ -145,6 +149,24 @@ class Batch(ABC):
     @abstractmethod
     def records(self) -> list[Record]:
         """Decode (and decompress) the batch's records; raises CorruptDataError."""
+
+    def records_reading_controls(self) -> list[Record]:
+        """The records as Kafka's readers of control keys see them (kafka-dump-log, the loader's
+        ProducerAppendInfo, the cleaner): they throw at the first control record whose key or marker
+        cannot be read (ControlRecordType.parse, EndTransactionMarker.deserialize), having read
+        the records before it. So the records, or that record's error, carrying those records."""
+        if not self.is_control:
+            return self.records()
+        try:
+            records = self.records()
+        except CorruptDataError as exc:  # a later record cannot be read: Kafka's reader stops earlier
+            records = getattr(exc, "records_before", None) or []
+            if not any(r.control_error is not None for r in records):
+                raise
+        unreadable = next((r.control_error for r in records if r.control_error is not None), None)
+        if unreadable is not None:
+            raise copy.copy(unreadable)  # a copy: the kept error stays free of this traceback
+        return records
 
     def _decoded_once(self, decode: Callable[[], list[Record]]) -> list[Record]:
         """The records, decoded on the first call; a failure is remembered and raised again."""

@@ -34,9 +34,10 @@ class ControlRecordError(CorruptDataError, ValueError):
     """A control record's key or value that does not parse."""
 
 
-class MissingControlKeyError(ControlRecordError):
-    """A control record with a null key: where Kafka reads it as a transaction marker
-    (ControlRecordType.parse), a NullPointerException, which nothing catches."""
+class NullControlFieldError(ControlRecordError):
+    """A control record with a null key, or a transaction marker with a null value: where Kafka
+    reads it (ControlRecordType.parse, EndTransactionMarker.deserialize), a NullPointerException,
+    which nothing catches."""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -45,25 +46,42 @@ class MissingControlKeyError(ControlRecordError):
 
 
 def parse_control(key: bytes | None, value: bytes | None) -> ControlRecord:
-    """Decode a control record as ControlRecordType.parse and EndTransactionMarker.deserialize do."""
-    if key is None or len(key) < CONTROL_KEY.sizeof():
-        raise (ControlRecordError if key is not None else MissingControlKeyError)(
-            f"control record key is {0 if key is None else len(key)} bytes; a control key needs 4"
-        )
+    """Decode a control record as ControlRecordType.parse and EndTransactionMarker.deserialize do,
+    raising their complaints in their words. A marker whose value cannot be read raises with the
+    record it has so far (`error.control`): its type is known, as Kafka's is."""
+    if key is None:
+        raise NullControlFieldError("control record key is null (a NullPointerException in Kafka)")
+    if len(key) < CONTROL_KEY.sizeof():
+        raise ControlRecordError("Invalid value size found for end control record key. Must have at least "
+                                 f"{CONTROL_KEY.sizeof()} bytes, but found only {len(key)}")
     parsed = CONTROL_KEY.parse(key)
     if parsed.version < 0:
-        raise ControlRecordError(f"Invalid version found for control record: {parsed.version}")
+        raise ControlRecordError(f"Invalid version found for control record: {parsed.version}. "
+                                 "May indicate data corruption")
     name = CONTROL_TYPES.get(parsed.type, "UNKNOWN")
     record = ControlRecord(type_id=parsed.type, name=name, version=parsed.version)
     if parsed.type in (0, 1):
-        if value is None or len(value) < END_TXN_MARKER.sizeof():
-            raise ControlRecordError(
-                f"transaction marker value is {0 if value is None else len(value)} bytes; it needs 6"
-            )
-        record.coordinator_epoch = END_TXN_MARKER.parse(value).coordinator_epoch
+        _decode_marker_value(record, value)
     elif 2 <= parsed.type <= 6:
         _decode_kraft_value(record, value)
     return record
+
+
+def _decode_marker_value(record: ControlRecord, value: bytes | None) -> None:
+    if value is None:
+        error = NullControlFieldError("transaction marker value is null (a NullPointerException in Kafka)")
+    elif len(value) < END_TXN_MARKER.sizeof():
+        error = ControlRecordError("Invalid value size found for end transaction marker. Must have at least "
+                                   f"{END_TXN_MARKER.sizeof()} bytes, but found only {len(value)}")
+    elif (marker := END_TXN_MARKER.parse(value)).version < 0:
+        error = ControlRecordError(f"Invalid version found for end transaction marker: {marker.version}. "
+                                   "May indicate data corruption")
+    else:
+        record.coordinator_epoch = marker.coordinator_epoch
+        return
+    record.error = error.message
+    error.control = record
+    raise error
 
 
 def _decode_kraft_value(record: ControlRecord, value: bytes | None) -> None:

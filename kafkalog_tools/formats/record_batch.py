@@ -458,8 +458,10 @@ def _attach_control(batch: RecordBatchV2, record: Record, index: int, start: int
                     records_before: list[Record]) -> None:
     try:
         record.control = parse_control(record.key, record.value)
-    except ControlRecordError as exc:
-        raise _record_error(batch, index, start, compressed, str(exc), type(exc), records_before) from None
+    except ControlRecordError as exc:  # Kafka's iterator returns the record; its readers throw
+        record.control = getattr(exc, "control", None)  # a marker's type, when only its value is unreadable
+        record.control_error = _record_error(batch, index, start, compressed, exc.message, type(exc),
+                                             list(records_before))
 
 
 def _java_long_sum(base: int, delta: int) -> int:
@@ -499,7 +501,7 @@ def decode_records_reference(batch: RecordBatchV2) -> list[Record]:
     stream = io.BytesIO(data)
     records = []
     pos = 0
-    for _ in range(batch.count):
+    for index in range(batch.count):
         try:
             parsed = RECORD.parse_stream(stream)
         except (ConstructError, StreamError) as exc:
@@ -518,7 +520,7 @@ def decode_records_reference(batch: RecordBatchV2) -> list[Record]:
             position=None if batch.compression_id else batch.position + HEADER_SIZE + pos,
         )
         if batch.is_control:
-            record.control = parse_control(record.key, record.value)
+            _attach_control(batch, record, index, pos, bool(batch.compression_id), records)
         records.append(record)
         pos += size
     if pos != len(data):

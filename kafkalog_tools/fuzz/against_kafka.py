@@ -96,11 +96,7 @@ class Report:
                 f"{len(self.differences)} differences, {len(self.open)} open ones")
 
 
-OPEN_DIFFERENCES = (  # (kind, pattern of the difference, what it is): known, not fixed yet
-    ("parse", r"control record key is \d+ bytes|Invalid version found for control record",
-     "a control record whose key is short, null or of a negative version: Kafka's iterator returns it (and fails "
-     "later reading it); ours fails the batch's records"),
-)
+OPEN_DIFFERENCES: tuple[tuple[str, str, str], ...] = ()  # (kind, pattern of the difference, what it is)
 """Each is in the README's list of open differences; a case of one is saved as open-<kind>-..."""
 
 
@@ -263,11 +259,12 @@ def _compare_entry(path: Path, entry, batch: dict, report: Report, decode: str |
 
 
 def _compare_record(record, kafka_record: dict, magic: int, decode: str | None, report: Report) -> str | None:
-    control_error = next((e for e in kafka_record.get("errors") or [] if e.get("field") == "control"), None)
-    if control_error is not None or (record.control is not None and record.control.error is not None):
-        if control_error is None or record.control is None or record.control.error is None:
-            return (f"control record: ours {record.control and (record.control.error or record.control.name)} "
-                    f"vs Kafka {control_error and control_error.get('message') or kafka_record.get('control')}")
+    control_error = _kafka_control_error(kafka_record)
+    our_error = record.control_error or (record.control.error if record.control is not None else None)
+    if control_error is not None or our_error is not None:
+        if control_error is None or our_error is None:
+            return (f"control record: ours {our_error or (record.control and record.control.name)} "
+                    f"vs Kafka {control_error or kafka_record.get('control')}")
         kafka_record = {k: v for k, v in kafka_record.items() if k != "control"}
         record_view = _record_view(record, magic)
         record_view.pop("controlType", None)
@@ -277,6 +274,16 @@ def _compare_record(record, kafka_record: dict, magic: int, decode: str | None, 
     if mismatch is None and decode is not None and "decoded" in kafka_record:
         mismatch = compare_payload(decode, record, kafka_record["decoded"], report)
     return mismatch
+
+
+def _kafka_control_error(kafka_record: dict) -> str | None:
+    """Why Kafka could not read a control record's key or value: the oracle's `control.decodeError`
+    (ControlRecordType.parse, EndTransactionMarker.deserialize) or an accessor's error."""
+    decode_error = (kafka_record.get("control") or {}).get("decodeError")
+    if decode_error is not None:
+        return decode_error
+    error = next((e for e in kafka_record.get("errors") or [] if e.get("field") == "control"), None)
+    return None if error is None else error.get("message") or error.get("class") or "an error"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -664,10 +671,18 @@ def compare_compaction(partition: Path, options: dict, orc: oracle.Oracle, repor
     clean_stop = (partition.parent / CLEAN_SHUTDOWN).exists()
     code, objects = orc("clean", partition, kafka_out, *argv, *([] if clean_stop else ["--unclean"]))
     clean = objects[-1] if objects else {}
-    if code != 0 or clean.get("type") != "clean" or clean.get("outcome") != "ok":
+    kafka_threw = code == 0 and clean.get("type") == "clean" and clean.get("outcome") == "exception"
+    if not kafka_threw and (code != 0 or clean.get("type") != "clean" or clean.get("outcome") != "ok"):
         return [f"Kafka's cleaner failed: {str(clean)[:800]}"]
     result, out, err = run_in_process(["compaction", "--simulate", "--output-dir", os.fspath(ours_out), "--format",
                                        "json", *argv, os.fspath(partition)], TIME_LIMIT)
+    if kafka_threw:  # loading or cleaning the log threw: ours must say it cannot clean, and fail
+        report.count("cleanings Kafka failed")
+        ours_summary = next((json.loads(line) for line in out.splitlines() if '"compaction_summary"' in line), {})
+        if result.failure or result.code != 1 or ours_summary.get("would_clean") is not False:
+            return [f"Kafka's cleaner threw ({clean.get('stage')}: {clean.get('exception')}) but ours exit "
+                    f"{result.code} {result.failure or ''}, would_clean {ours_summary.get('would_clean')}"]
+        return []
     if result.failure or result.code != 0:
         return [f"our compaction failed: exit {result.code} {result.failure or ''} {err[-500:]}"]
     ours = next(json.loads(line) for line in out.splitlines() if '"compaction_summary"' in line)

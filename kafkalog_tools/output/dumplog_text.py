@@ -177,7 +177,7 @@ def _one_by_one(run: d.BatchRun, b: int, print_data: bool, skip_metadata: bool, 
         batch = record_batch.parse_batch(run.segment, position, run.path, decompress_limit)
     else:
         batch = legacy.parse_batch(run.segment, position, position + size, run.path, decompress_limit)
-    item = d.BatchItem(batch, list(batch.records()) if run.records is not None else None)
+    item = d.BatchItem(batch, list(batch.records_reading_controls()) if run.records is not None else None)
     text = lines(item, print_data=print_data, max_bytes_given=False, skip_metadata=skip_metadata)
     return "".join(line + "\n" for line in text).encode("utf-8", "backslashreplace")
 

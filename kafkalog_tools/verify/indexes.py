@@ -326,7 +326,7 @@ def _largest_timestamp_up_to(log: SegmentFile, table: BatchTable, offset: int) -
         if not isinstance(batch, Batch):
             return None
         try:
-            largest = max([largest] + [r.timestamp for r in batch.records() if r.offset <= offset])
+            largest = max([largest] + [r.timestamp for r in batch.records_reading_controls() if r.offset <= offset])
         except CorruptDataError:
             return None  # reported with the batch already
     return largest

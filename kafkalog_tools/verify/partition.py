@@ -297,7 +297,7 @@ class PartitionCheck:
         if txn is not None:
             aborted.append(txn)
         if batch.is_control and batch.producer_id >= 0:
-            records = batch.records()
+            records = batch.records_reading_controls()
             if records and records[0].control is not None and records[0].control.name == "ABORT":
                 abort_markers.add((batch.producer_id, batch.base_offset))
 

@@ -66,7 +66,7 @@ class BatchFacts(NamedTuple):
                    batch.producer_id, batch.producer_epoch, batch.base_sequence, batch.last_sequence,
                    batch.is_transactional, batch.is_control, batch.max_timestamp, marker)
 
-    def records(self) -> list[Record]:
+    def records_reading_controls(self) -> list[Record]:
         if isinstance(self.marker, CorruptDataError):
             raise self.marker
         return self.marker or []
@@ -515,7 +515,7 @@ def _record_findings(batch: Batch, base: int, summary: Summary) -> list[Finding]
         count, largest = skimmed
     else:
         try:
-            records = batch.records()
+            records = batch.records_reading_controls()
         except CorruptDataError as exc:
             return [from_error(exc, "record-corrupt", batch.path)]
         count = len(records)
