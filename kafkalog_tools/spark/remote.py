@@ -2,11 +2,11 @@
 
 A file:// URI names the same path on every node: it is read in place, as that path, and only
 reported by its URI (`spark.kafkalog.stageFileUris=true` takes it down the way of the others).
-The driver lists any other URI through Spark's own Hadoop FileSystem (the JVM's, with the cluster's
-configuration: one call for the directory given), the directories in it - a log dir's partitions -
-are listed by the executors through pyarrow (as they read), and the driver classifies what is listed
-with `formats.logdir`, exactly as a local path. Every
-file listed gets a local path under a staging root, the same path on the driver and on every
+The driver resolves any other URI through Spark's own Hadoop FileSystem (the JVM's, with the
+cluster's configuration: one call, is it there, a directory?) and lists it through `pyarrow.fs`;
+the directories in it - a log dir's partitions - are listed by the executors, through the pyarrow
+filesystem they read with; the driver classifies what is listed with `formats.logdir`, exactly as a
+local path. Every file listed gets a local path under a staging root, the same path on the driver and on every
 executor. Whoever reads a file - an executor its segment's files, the driver the checkpoints -
 first copies it there from its URI in bounded chunks through `pyarrow.fs`, runs the library on the
 copy (mmap, as for any local file), then deletes the copy: a segment is never held in memory, and a
@@ -65,7 +65,7 @@ SCHEMES = {
            "Google's gcs-connector (hadoop3) jar on Spark's classpath (spark.jars)"),
 }
 """Hadoop scheme: (pyarrow's scheme, what Python on the nodes needs to read it, what Spark's JVM
-needs to list it)."""
+needs to resolve it)."""
 
 
 class RemoteFile(NamedTuple):  # a tuple: a listing makes one per file, ~10x faster than a frozen dataclass
@@ -208,7 +208,7 @@ class HadoopLayout(LocalFiles):
         except Exception as exc:  # py4j's Py4JJavaError: missing, no FileSystem for the scheme, denied
             local = f"{self.root}/{number}/{name}"
             needs = SCHEMES[scheme][2]
-            hint = "" if needs == "nothing" or "ClassNotFound" not in str(exc) else f"; listing it needs {needs}"
+            hint = "" if needs == "nothing" or "ClassNotFound" not in str(exc) else f"; resolving it needs {needs}"
             self._missing[local] = InputError(
                 f"cannot read through Spark's Hadoop FileSystem: {_java_message(exc)}{hint}", path=uri)
             return local
