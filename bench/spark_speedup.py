@@ -10,8 +10,9 @@ and listing at fleet scale.
 place) and as a file:// URI listed by Spark's JVM and staged by the executors, as hdfs:// is
 (spark.kafkalog.stageFileUris=true); the ratios URI / path (goal: <= 1.3).
 `listing`: a tree of `--listing-files` files (placeholders: only listed), listed as a file:// URI
-the way `verify --spark` lists it (`HadoopLayout`): microseconds per entry (goal: <= 50), next to
-a walk of the same tree with os.scandir in this process.
+the way `verify --spark` lists hdfs:// (`HadoopLayout`: the URI resolved by the JVM, the log dir
+listed by the driver, its partition dirs by the executors): microseconds per entry (goal: <= 50),
+next to a walk of the same tree with os.scandir in this process.
 
 Generates a log dir of `--partitions` partitions (V2 batches of an idempotent producer per
 partition, built with the library's `build_batch`; offset and time indexes as Kafka's append path
@@ -238,7 +239,8 @@ def listing(args, root: Path) -> None:
     finally:
         spark.stop()
     jvm, local = statistics.median(listed), statistics.median(walked)
-    print("| entries | listed as a file:// URI (Spark's JVM) | per entry (goal <= 50 us) | os.scandir walk | per entry |")
+    print(f"| entries | listed as a file:// URI ({args.master}) | per entry (goal <= 50 us) | os.scandir walk "
+          f"| per entry |")
     print("| --- | --- | --- | --- | --- |")
     print(f"| {entries:,} | {jvm:.2f} s | {jvm / entries * 1e6:.1f} us | {local:.2f} s | {local / entries * 1e6:.1f} us |")
 

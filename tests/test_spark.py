@@ -309,20 +309,26 @@ def test_file_uris_are_read_in_place(spark, tmp_path, monkeypatch):
 
 
 def test_a_uri_tree_is_listed_in_as_many_jvm_calls_whatever_its_size(spark, tmp_path):
-    """Listing is bulk: a log dir of 40 partitions takes the Py4J round trips one of 4 takes, and
-    lists every entry as os.scandir sees it (sizes and mtimes too)."""
-    from kafkalog_tools.spark.remote import HadoopLayout
+    """Listing is bulk: a log dir of 400 partitions takes the Py4J round trips one of 40 takes (its
+    partition dirs listed by executors), one of 4 fewer (listed by the driver, no job), and every
+    way lists every entry as os.scandir sees it (sizes and mtimes too)."""
+    from kafkalog_tools.spark.remote import LISTING_JOB_MIN_DIRS, HadoopLayout
 
     client = spark.sparkContext._gateway._gateway_client
     counted = []
     sizes = {}
-    for partitions in (4, 40):
+    for partitions in (4, 40, 400):
         root = tmp_path / f"logs-{partitions}"
         for number in range(partitions):
             directory = root / f"topic-{number}"
             directory.mkdir(parents=True)
             for suffix, size in ((".log", number), (".index", 8), (".timeindex", 12)):
                 (directory / f"{0:020d}{suffix}").write_bytes(b"x" * size)
+        (directory / "nested").mkdir()  # a directory inside a partition dir: listed, not descended into
+        (directory / "nested" / "ignored").touch()
+        (directory / "to-log").symlink_to(f"{0:020d}.log")  # followed, as Hadoop's listing follows it
+        (directory / "dangling").symlink_to("nowhere")  # left out, as Hadoop's listing leaves it
+        os.mkfifo(directory / "pipe")  # neither a file nor a directory, as os.scandir says
         (root / "meta.properties").write_text("version=0\n")
         send = client.send_command
         calls = []
@@ -337,14 +343,21 @@ def test_a_uri_tree_is_listed_in_as_many_jvm_calls_whatever_its_size(spark, tmp_
         local = layout.local_paths[0]
         for path in root.rglob("*"):
             staged = f"{local}/{path.relative_to(root)}"
-            if path.is_dir():
-                assert sorted(e.name for e in layout.scandir(Path(staged))) == sorted(os.listdir(path))
+            if path.name in ("ignored", "dangling", "pipe"):  # not listed, or not a file to copy
+                assert not layout.remote_files([staged])
+            elif path.name == "nested":
+                assert [e.is_dir() for e in layout.scandir(Path(staged).parent) if e.name == "nested"] == [True]
+            elif path.is_dir():
+                assert [(e.name, e.is_dir(), e.is_file(), e.is_symlink()) for e in layout.scandir(Path(staged))] == \
+                    sorted((e.name, e.is_dir(), e.is_file(), False) for e in os.scandir(path) if e.name != "dangling")
+                assert layout.is_dir(Path(staged))
             else:
                 sizes[str(path)] = (layout.size(Path(staged)), layout.remote_files([staged])[0].mtime_ms)
                 assert sizes[str(path)] == (path.stat().st_size, path.stat().st_mtime_ns // 1_000_000)
         layout.close()
-    assert counted[0] == counted[1], counted
-    assert len(sizes) == 4 * 3 + 1 + 40 * 3 + 1
+    assert 4 < LISTING_JOB_MIN_DIRS <= 40
+    assert counted[0] < counted[1] == counted[2], counted
+    assert len(sizes) == (4 + 40 + 400) * 3 + 3 * 2
 
 
 def test_dump_on_spark_writes_file_uris_as_it_writes_the_paths(spark, tmp_path, golden_parquet):

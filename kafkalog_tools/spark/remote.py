@@ -2,9 +2,11 @@
 
 A file:// URI names the same path on every node: it is read in place, as that path, and only
 reported by its URI (`spark.kafkalog.stageFileUris=true` takes it down the way of the others).
-The driver lists any other URI through Spark's own Hadoop FileSystem (the JVM's, with the cluster's
-configuration) and classifies what it lists with `formats.logdir`, exactly as a local path. Every
-file listed gets a local path under a staging root, the same path on the driver and on every
+The driver resolves any other URI through Spark's own Hadoop FileSystem (the JVM's, with the
+cluster's configuration: one call, is it there, a directory?) and lists it through `pyarrow.fs`;
+the directories in it - a log dir's partitions - are listed by the executors, through the pyarrow
+filesystem they read with; the driver classifies what is listed with `formats.logdir`, exactly as a
+local path. Every file listed gets a local path under a staging root, the same path on the driver and on every
 executor. Whoever reads a file - an executor its segment's files, the driver the checkpoints -
 first copies it there from its URI in bounded chunks through `pyarrow.fs`, runs the library on the
 copy (mmap, as for any local file), then deletes the copy: a segment is never held in memory, and a
@@ -12,7 +14,6 @@ task's disk holds one segment's files at a time. Findings and rows name the URIs
 """
 from __future__ import annotations
 
-import json
 import os
 import random
 import re
@@ -20,15 +21,16 @@ import shutil
 import tempfile
 import time
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
-from typing import Iterable, Iterator
+from typing import Iterable, Iterator, NamedTuple
 from urllib.parse import unquote, urlsplit
 
 from ..broker import UNKNOWN
 from ..errors import InputError
 from ..formats.logdir import LocalFiles
 from . import INSTALL_HINT
+from .session import task_errors
 from .uri import is_uri
 
 COPY_CHUNK = 8 << 20
@@ -40,6 +42,11 @@ STAGING_DIR_CONF = "spark.kafkalog.stagingDir"
 STAGE_FILE_URIS_CONF = "spark.kafkalog.stageFileUris"
 """`true`: list and stage file:// URIs as any other URI. By default a file:// URI is read in place -
 it names the same path on every node, so a copy is a waste - and only its name is kept."""
+LISTING_JOB_MIN_DIRS = 32
+"""From this many directories in a listed tree (its partition dirs), executors list them in a Spark
+job; fewer, the driver lists them itself, with the same function (a job costs ~1 s). Spark's own
+parallel partition discovery starts at the same number."""
+LISTING_TASKS_PER_CORE = 4
 
 _HDFS = ("pyarrow's HadoopFileSystem, which loads libhdfs through JNI: a Hadoop install on every node with "
          "JAVA_HOME, HADOOP_HOME (or ARROW_LIBHDFS_DIR) and CLASSPATH=$(hadoop classpath --glob)",
@@ -58,11 +65,10 @@ SCHEMES = {
            "Google's gcs-connector (hadoop3) jar on Spark's classpath (spark.jars)"),
 }
 """Hadoop scheme: (pyarrow's scheme, what Python on the nodes needs to read it, what Spark's JVM
-needs to list it)."""
+needs to resolve it)."""
 
 
-@dataclass(frozen=True)
-class RemoteFile:
+class RemoteFile(NamedTuple):  # a tuple: a listing makes one per file, ~10x faster than a frozen dataclass
     local: str
     """Where the copy goes: the same path on the driver and on every executor."""
     uri: str
@@ -71,8 +77,7 @@ class RemoteFile:
     """The staging root (emptied directories are removed up to and including it)."""
 
 
-@dataclass(frozen=True)
-class _Entry:
+class _Entry(NamedTuple):
     """A listed name, as `logdir` reads an `os.DirEntry`."""
 
     name: str
@@ -80,7 +85,7 @@ class _Entry:
     regular: bool
 
     def is_symlink(self) -> bool:
-        return not self.directory and not self.regular  # Hadoop's third kind of FileStatus
+        return False  # followed by the listing, as Hadoop's FileSystems follow them
 
     def is_dir(self, follow_symlinks: bool = True) -> bool:
         return self.directory
@@ -90,8 +95,8 @@ class _Entry:
 
 
 class HadoopLayout(LocalFiles):
-    """The paths given, with each URI listed through Spark's Hadoop FileSystem (two levels: a log
-    dir, its partition dirs, their files) and standing in as a local path under the staging root;
+    """The paths given, with each URI listed (two levels: a log dir through Spark's Hadoop
+    FileSystem, its partition dirs through pyarrow) and standing in as a local path under the staging root;
     other paths are read locally, as `LocalFiles` does."""
 
     def __init__(self, spark, paths: Iterable[str]):
@@ -103,8 +108,6 @@ class HadoopLayout(LocalFiles):
         self._dirs: dict[str, list[_Entry] | InputError] = {}
         self._files: dict[str, tuple[int, RemoteFile]] = {}
         self._missing: dict[str, InputError] = {}
-        self._mapper = None
-        """Spark's Jackson ObjectMapper, for listings in bulk (`_statuses`)."""
         self._roots_pattern = None
         """(roots it covers, the pattern `to_uri` replaces them with, local -> URI)."""
         self.in_place: list[str] = []
@@ -205,91 +208,62 @@ class HadoopLayout(LocalFiles):
         except Exception as exc:  # py4j's Py4JJavaError: missing, no FileSystem for the scheme, denied
             local = f"{self.root}/{number}/{name}"
             needs = SCHEMES[scheme][2]
-            hint = "" if needs == "nothing" or "ClassNotFound" not in str(exc) else f"; listing it needs {needs}"
+            hint = "" if needs == "nothing" or "ClassNotFound" not in str(exc) else f"; resolving it needs {needs}"
             self._missing[local] = InputError(
                 f"cannot read through Spark's Hadoop FileSystem: {_java_message(exc)}{hint}", path=uri)
             return local
         if status.isDirectory():
             local = f"{self.root}/{number}/{name}"
             self.roots.append((local, uri))
-            self._list_dir(fs, hadoop_path, local, uri, depth=2)
+            self._list_dir(local, uri, depth=2)
             return local
         parent = hadoop_path.getParent()
         local_parent = f"{self.root}/{number}/{parent.getName() or 'root'}"
         self.roots.append((local_parent, uri.rsplit("/", 1)[0]))
-        self._list_dir(fs, parent, local_parent, uri.rsplit("/", 1)[0], depth=1)
+        self._list_dir(local_parent, uri.rsplit("/", 1)[0], depth=1)
         return f"{local_parent}/{name}"
 
-    def _list_dir(self, fs, hadoop_path, local: str, uri: str, depth: int) -> None:
-        """`hadoop_path` and, at depth 2, every directory in it: each level is one listing call
-        whose FileStatus array comes back as one JSON text (`_statuses`), so a tree of any size
-        costs a handful of Py4J round trips, not several per entry."""
-        try:
-            top = fs.listStatus(hadoop_path)
-            listed = self._statuses(top, uri)
-        except InputError as exc:
-            self._dirs[local] = exc
-            return
-        except Exception as exc:
-            self._dirs[local] = InputError(f"cannot list directory: {_java_message(exc)}", path=uri)
+    def _list_dir(self, local: str, uri: str, depth: int) -> None:
+        """`uri`, listed here, and at depth 2 every directory in it (`_list_below`), through pyarrow:
+        the JVM only resolved the URI given (Hadoop's local listing costs ~40 us of CPU per entry, its
+        Py4J hand-over as much again; pyarrow's a few)."""
+        [(_, listed)] = list_dirs([uri])
+        if isinstance(listed, str):
+            self._dirs[local] = InputError(f"cannot list directory: {listed}", path=uri)
             return
         subdirs = self._add(local, uri, listed)
         if depth < 2 or not subdirs:
             return
-        by_uri = {status_uri: (f"{local}/{name}", f"{uri}/{name}") for status_uri, name in subdirs}
-        for child_local, _ in by_uri.values():
-            self._dirs[child_local] = []
-        try:  # every entry at once; a top-level file lists as itself (skipped below)
-            below = self._statuses(fs.listStatus(self.spark._jvm.org.apache.hadoop.fs.FileUtil.stat2Paths(top)), uri)
-        except Exception:  # one directory gone or denied: list them one by one, each with its own error
-            for status_uri, name in subdirs:
-                self._list_dir(fs, self.spark._jvm.org.apache.hadoop.fs.Path(status_uri), *by_uri[status_uri], 1)
-            return
-        groups: dict[str, list] = {}
-        for item in below:
-            groups.setdefault(item[0].rsplit("/", 1)[0], []).append(item)
-        for parent, items in groups.items():
-            if parent in by_uri:
-                self._add(*by_uri[parent], items)
+        by_uri = {f"{uri}/{name}": f"{local}/{name}" for name in subdirs}
+        for child_uri, child_listed in self._list_below(list(by_uri)):
+            if isinstance(child_listed, str):
+                self._dirs[by_uri[child_uri]] = InputError(f"cannot list directory: {child_listed}", path=child_uri)
+            else:
+                self._add(by_uri[child_uri], child_uri, child_listed)
 
-    def _add(self, local: str, uri: str, listed: list[tuple]) -> list[tuple[str, str]]:
-        """Record one directory's listing; its subdirectories as (status URI, name)."""
+    def _list_below(self, uris: list[str]) -> list[tuple[str, list[tuple] | str]]:
+        """`list_dirs` of the directories in a listed tree (a log dir's partitions): by the driver
+        for a few, else by the executors, a share each (on HDFS a call per directory to the
+        NameNode, made from every executor at once)."""
+        if len(uris) < LISTING_JOB_MIN_DIRS:
+            return list_dirs(uris)
+        sc = self.spark.sparkContext
+        with task_errors():
+            return sc.parallelize(uris, min(len(uris), LISTING_TASKS_PER_CORE * sc.defaultParallelism)) \
+                .mapPartitions(list_dirs).collect()
+
+    def _add(self, local: str, uri: str, listed: list[tuple]) -> list[str]:
+        """Record one directory's listing; the names of its subdirectories."""
         entries, subdirs = [], []
-        for status_uri, name, directory, regular, length, mtime_ms in listed:
-            entry = _Entry(name, directory, regular)
-            entries.append(entry)
-            child_local, child_uri = f"{local}/{name}", f"{uri}/{name}"
+        for name, directory, regular, length, mtime_ms in listed:
+            entries.append(_Entry(name, directory, regular))
+            child_local = f"{local}/{name}"
             if regular:
-                self._files[child_local] = (length, RemoteFile(child_local, child_uri, mtime_ms, self.root))
+                self._files[child_local] = (length, RemoteFile(child_local, f"{uri}/{name}", mtime_ms, self.root))
             elif directory:
-                subdirs.append((status_uri, name))
-        self._dirs[local] = sorted(entries, key=lambda e: e.name)
+                subdirs.append(name)
+        self._dirs[local] = sorted(entries)  # by name: names are unique
         return subdirs
-
-    def _statuses(self, statuses, uri: str) -> list[tuple]:
-        """(status URI, name, directory, regular, length, mtime ms) of each of a Java FileStatus[]:
-        one Py4J call serialises the whole array with Spark's own Jackson, field by field (the
-        getters would cost a call each, and on file:// a `stat` process for the permissions)."""
-        if self._mapper is None:
-            jackson = self.spark._jvm.com.fasterxml.jackson
-            visibility = jackson.annotation.JsonAutoDetect.Visibility
-            self._mapper = jackson.databind.ObjectMapper()
-            self._mapper.setVisibility(jackson.annotation.PropertyAccessor.ALL, visibility.NONE)
-            self._mapper.setVisibility(jackson.annotation.PropertyAccessor.FIELD, visibility.ANY)
-            self._mapper.configure(jackson.databind.SerializationFeature.FAIL_ON_EMPTY_BEANS, False)
-        listed = []
-        for status in json.loads(self._mapper.writeValueAsString(statuses)):
-            try:
-                status_uri = status["path"]["uri"].rstrip("/")
-                directory = bool(status["isdir"])
-                listed.append((status_uri, unquote(status_uri.rsplit("/", 1)[-1]), directory,
-                               not directory and status["symlink"] is None, int(status["length"]),
-                               int(status["modification_time"])))
-            except (KeyError, TypeError, ValueError, AttributeError) as exc:
-                raise InputError(f"cannot read the listing of Spark's Hadoop FileSystem: a FileStatus without "
-                                 f"the fields path.uri, isdir, symlink, length, modification_time ({exc!r}): "
-                                 f"{json.dumps(status)[:300]}", path=uri) from None
-        return listed
 
     def map_finding(self, finding):
         """A verify `Finding` naming URIs instead of staged paths."""
@@ -339,6 +313,36 @@ def filesystem(uri: str):
                              path=uri) from None
     path = unquote(parts.path)
     return _FILESYSTEMS[key], (f"{parts.netloc}{path}" if target in ("s3", "gs") else path)
+
+
+def list_dirs(uris: Iterable[str]) -> list[tuple[str, list[tuple] | str]]:
+    """Each directory URI with its entries as `HadoopLayout._add` takes them (name, directory,
+    regular, length, mtime ms), or why it cannot be listed. Run by executors through the pyarrow
+    filesystem they stage with, as Hadoop's local listing sees entries: symlinks followed, a broken
+    one left out; an entry neither file nor directory (a fifo) is neither, as os.scandir says."""
+    from pyarrow import fs
+
+    directory, regular, missing = fs.FileType.Directory, fs.FileType.File, fs.FileType.NotFound
+    listed = []
+    parent = source_fs = base = None
+    for uri in uris:
+        uri_parent, _, name = uri.rpartition("/")
+        try:
+            if uri_parent != parent:  # siblings, as listed trees give them: one filesystem lookup
+                source_fs, base = filesystem(uri_parent)
+                parent = uri_parent
+            infos = source_fs.get_file_info(fs.FileSelector(f"{base.rstrip('/')}/{unquote(name)}"))
+        except Exception as exc:  # InputError, pyarrow's OSError: gone, denied
+            listed.append((uri, _first_line(exc)))
+            continue
+        entries = []
+        for info in infos:
+            kind = info.type
+            if kind is not missing:
+                entries.append((info.base_name, kind is directory, kind is regular, info.size or 0,
+                                (info.mtime_ns or 0) // 1_000_000))
+        listed.append((uri, entries))
+    return listed
 
 
 @contextmanager
