@@ -647,7 +647,7 @@ class _RecoveryInBulk:
         for row in rows:
             try:
                 txn = state.apply(self._batch(start + row))
-            except CorruptDataError:  # (a ProducerStateError too) `take` meets it again, as Kafka does
+            except KafkaLogError:  # `take` meets it again and does what Kafka does there
                 return start + row, aborted
             if txn is not None:
                 aborted.append(txn)
