@@ -323,7 +323,7 @@ class _SegmentReplay:
         self.last_offset: int | None = None
         """Of the segment's last intact batch."""
 
-    GATHER = 1 << 16
+    GATHER = 1 << 14
     """Batches gathered into one run at most (the memory it holds is flat in the segment's size)."""
 
     def batch(self, facts: "BatchFacts | FactsRun") -> None:
