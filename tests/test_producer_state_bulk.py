@@ -23,6 +23,7 @@ from kafkalog_tools.formats import producer_snapshot
 from kafkalog_tools.formats.control import CONTROL_KEY, END_TXN_MARKER
 from kafkalog_tools.formats.record_batch import ATTR_CONTROL, ATTR_TRANSACTIONAL, build_batch, build_record
 from kafkalog_tools.recovery import ProducerState, ProducerStatus, Rebuild, RebuildOptions
+from kafkalog_tools.verify.partition import _SegmentReplay
 from tests.test_bulk_scan import recover_both_ways, verify_both_ways
 
 pytest.importorskip("numba", reason="the bulk scan needs numba (an install requirement)")
@@ -133,8 +134,11 @@ def runs_planned(monkeypatch) -> list[tuple[int, int]]:
     return planned
 
 
+@pytest.mark.parametrize("gather", [None, 7], ids=["gathered", "seven-at-a-time"])
 @pytest.mark.parametrize("deep", [True, False], ids=["deep", "shallow"])
-def test_verify_moves_producers_in_bulk_as_batch_by_batch(monkeypatch, partitions, runs_planned, deep):
+def test_verify_moves_producers_in_bulk_as_batch_by_batch(monkeypatch, partitions, runs_planned, deep, gather):
+    if gather is not None:  # what is gathered replayed every few batches: after a run, after a marker
+        monkeypatch.setattr(_SegmentReplay, "GATHER", gather)
     findings = verify_both_ways(monkeypatch, [str(p) for p in partitions], deep)
     codes = {f["code"] for f in findings}
     assert {"producer-sequence-gap", "producer-epoch-decreased", "coordinator-epoch-decreased",
