@@ -4,8 +4,9 @@
     python bench/run.py --size 1GiB      # writes bench/RESULTS.md
 
 Generates, in a temp dir, one segment per variant with the library's own build functions (16 KiB
-uncompressed batches; small lz4 batches; one record per batch; V1 gzip wrappers) and a partition
-of 1,000 segments for lookups. Every command runs as a subprocess (medians of --runs runs; peak
+uncompressed batches; small lz4 batches; one record per batch; V1 gzip wrappers; 300 idempotent
+and transactional producers interleaved; a KRaft metadata log) and a partition of 1,000 segments
+for lookups. Every command runs as a subprocess (medians of --runs runs; peak
 RSS from os.wait4); ratios against the peers and the read+CRC32C limit come from the same run.
 The peers live in bench/peers/. `--profile` adds py-spy's view of where the time goes.
 Not a test: nothing here asserts a timing.
@@ -62,6 +63,8 @@ class Variant:
     magic: int = 2
     producers: int = 0
     """Idempotent producers interleaved batch by batch (0: none, the batches carry no producer id)."""
+    metadata: bool = False
+    """KRaft metadata records (`__cluster_metadata`'s framing) rather than generated key/values."""
 
 
 VARIANTS = [
@@ -72,6 +75,9 @@ VARIANTS = [
     Variant("prod", "as producers write since Kafka 3.0: 300 idempotent producers interleaved, each its own "
             "sequence; every 10th transactional (a commit or abort marker after 3 batches); records of 200 B with "
             "2 headers; lz4, zstd, snappy, gzip and none mixed", 5, 200, "mixed", producers=300),
+    Variant("kraft", "as a KRaft metadata log (__cluster_metadata): one framed metadata record per uncompressed "
+            "batch, no producer id; NoOpRecord mostly, partition and broker registration changes", 1, 0,
+            metadata=True),
 ]
 PRODUCTION_CODECS = ("lz4", "zstd", "snappy", "gzip", "none")
 TRANSACTIONAL_EVERY = 10
@@ -87,7 +93,33 @@ def _value(size: int, seed: int) -> bytes:
     return f"{{\"id\":{seed},\"data\":\"{digits}\"}}"[:size].encode()
 
 
+def _metadata_batch(seed: int) -> bytes:
+    """A batch as the KRaft controller appends one: a record of `MetadataRecordSerde`'s framing
+    (null key), no producer id, the raft epoch as leader epoch. An idle cluster writes a NoOpRecord
+    every 500 ms (metadata.max.idle.interval.ms); the others here are ISR and broker changes."""
+    from kafkalog_tools.payloads.cluster_metadata import FRAME_HEADER
+    from kafkalog_tools.payloads.metadata_records import METADATA_RECORDS, uuid_to_text
+
+    no_op, partition_change, broker_change = 20, 5, 17
+    kind = seed % 10
+    if kind < 7:
+        api_key, fields = no_op, {"_tagged": {}}
+    elif kind < 9:
+        topic_id = uuid_to_text(hashlib.shake_128(seed.to_bytes(8, "big")).digest(16))
+        api_key, fields = partition_change, {"partitionId": seed % 50, "topicId": topic_id,
+                                             "_tagged": {"isr": [1, 2, 3][:1 + seed % 3], "leader": 1 + seed % 3}}
+    else:
+        api_key, fields = broker_change, {"brokerId": 1 + seed % 3, "brokerEpoch": seed, "_tagged": {}}
+    value = FRAME_HEADER.build(dict(frameVersion=1, apiKey=api_key, version=0)) + \
+        METADATA_RECORDS[api_key].layouts[0].build(fields)
+    timestamp = 1_700_000_000_000 + seed * 500
+    return build_batch(0, [build_record(0, 0, None, value)], base_timestamp=timestamp, max_timestamp=timestamp,
+                       partition_leader_epoch=0)
+
+
 def _batch(variant: Variant, seed: int) -> bytes:
+    if variant.metadata:
+        return _metadata_batch(seed)
     n = variant.records_per_batch
     base_ts = 1_700_000_000_000 + seed * n
     if variant.magic == 2:
@@ -291,7 +323,7 @@ def bench_variant(variant: Variant, work: Path, size: int, runs: int, only: set[
     partition.mkdir()
     log = partition / "00000000000000000000.log"
     records = write_segment(log, variant, size)
-    if variant.producers:  # its batches carry leader epoch 0, as a broker's do
+    if variant.producers or variant.metadata:  # its batches carry leader epoch 0, as a broker's do
         (partition / "leader-epoch-checkpoint").write_text("0\n1\n0 0\n")
     bytes_ = log.stat().st_size
     file = str(log)

@@ -68,6 +68,7 @@ class PartitionCheck:
             report = self.check_segment(segment, segment.base_offset == last_base, replay.batch)
             for facts in report.batches:  # a report made elsewhere; one made here has streamed them
                 replay.batch(facts)
+            replay.finish()
             yield from self._segment_findings(segment, report, replay)
             first = replay.first_base_offset
             if previous_last is not None and first is not None and first <= previous_last:
@@ -312,14 +313,58 @@ class _SegmentReplay:
         self.aborted: list[AbortedTxn] = []
         self.abort_markers: set[tuple[int, int]] = set()
         self.count = 0
+        self.gathered: list = []
+        """Columns of the batches `batch` has gathered, not yet replayed."""
+        self.given: dict[int, BatchFacts] = {}
+        self.gathered_rows = 0
+        self.path: str | None = None
+        """Of the segment whose batches are gathered."""
         self.first_base_offset: int | None = None
         self.last_offset: int | None = None
         """Of the segment's last intact batch."""
 
+    GATHER = 1 << 14
+    """Batches gathered into one run at most (the memory it holds is flat in the segment's size)."""
+
     def batch(self, facts: "BatchFacts | FactsRun") -> None:
+        """Runs of V2 batches, and the batches read one by one between them (transaction markers,
+        mostly), are gathered and replayed as one run: a run costs the same for 30 batches as for
+        10,000. `finish` replays what is gathered."""
         if type(facts) is FactsRun:
+            if facts.magic >= 2:
+                self._gather(facts.path, facts.columns, None)
+                return
+            self.finish()
             self._run(facts)
             return
+        if self.gathered:
+            column = FactsRun.row_of(facts)
+            if column is not None:
+                self._gather(facts.path, column, facts)
+                return
+            self.finish()
+        self._one(facts)
+
+    def _gather(self, path: str, columns, facts: "BatchFacts | None") -> None:
+        self.path = path
+        if facts is not None:
+            self.given[self.gathered_rows] = facts
+        self.gathered.append(columns.copy())  # (a run's columns are the scan's buffer, which it reuses)
+        self.gathered_rows += columns.shape[1]
+        if self.gathered_rows >= self.GATHER:
+            self.finish()
+
+    def finish(self) -> None:
+        """Replay the batches gathered so far."""
+        if not self.gathered:
+            return
+        import numpy as np
+
+        run = FactsRun(self.path, np.concatenate(self.gathered, axis=1), 2, self.given)
+        self.gathered, self.given, self.gathered_rows = [], {}, 0
+        self._run(run)
+
+    def _one(self, facts: BatchFacts) -> None:
         if not self.count:
             self.first_base_offset = facts.base_offset
         self.check._replay(facts, self.count, self.found, self.aborted, self.abort_markers)
@@ -327,8 +372,10 @@ class _SegmentReplay:
         self.last_offset = facts.last_offset
 
     def _run(self, run: "FactsRun") -> None:
-        """A run of clean V2 batches at once, when `_replay` would find nothing in it and only note
-        new leader epochs and producers' last batches; otherwise batch by batch."""
+        """A run of clean V2 batches at once, when `_replay` would find no offset or leader epoch
+        problem in it and only note new leader epochs; otherwise batch by batch. The producer state
+        moves as `ProducerState.plan_run` says: transactional producers' batches (and those with an
+        anomaly to report) replayed one by one, the other producers' last batches put at once."""
         import numpy as np
 
         check = self.check
@@ -339,9 +386,9 @@ class _SegmentReplay:
             reached = np.flatnonzero((base if run.magic >= 2 else last) >= check.pending_snapshots[0][0])
             if len(reached):
                 at = int(reached[0])
-                for part in (columns[:, :at], columns[:, at:at + 1], columns[:, at + 1:]):
-                    if part.shape[1]:
-                        (self._run if part.shape[1] > 1 else self._one_by_one)(FactsRun(run.path, part, run.magic))
+                for part in (run.part(0, at), run.part(at, at + 1), run.part(at + 1, len(base))):
+                    if part.columns.shape[1]:
+                        (self._run if part.columns.shape[1] > 1 else self._one_by_one)(part)
                 return
         before = np.empty_like(last)  # each batch's previous last offset (they only increase in a clean run)
         before[1:] = np.maximum.accumulate(last)[:-1]
@@ -368,10 +415,14 @@ class _SegmentReplay:
             for row in has_epoch[ordered > previous].tolist():  # a new epoch starts
                 prior = None if row == 0 and check.last_offset is None else int(before[row])
                 new_epochs.append((int(epochs[row]), int(base[row]), prior))
-        producers = check.state.plan_run(columns, last)
-        if producers is None:
-            return self._one_by_one(run)  # a transaction, or an anomaly to report
-        check.state.commit_run(producers, columns, last)
+        plan = check.state.plan_run(columns, last)
+        if plan.apart:  # a transactional producer's batches, or those with an anomaly to report
+            for row, facts in zip(plan.apart, run.rows(plan.apart)):
+                sink = check.sink = []
+                check._apply_producer_state(facts, self.aborted, self.abort_markers)
+                self.found.extend(((position_key(finding), self.count + row, RANK_PRODUCER), finding)
+                                  for finding in sink)
+        check.state.commit_run(plan, columns, last)
         check.epochs.extend(new_epochs)
         if check.last_offset is None or int(last[-1]) > check.last_offset:
             check.last_offset = int(last[-1])
@@ -382,7 +433,7 @@ class _SegmentReplay:
 
     def _one_by_one(self, run: "FactsRun") -> None:
         for facts in run.rows():
-            self.batch(facts)
+            self._one(facts)
 
 
 @dataclass

@@ -79,20 +79,50 @@ class FactsRun:
     Handed to a `BatchConsumer`, the columns are the scan's own buffer, which its next range
     overwrites: a consumer that keeps the run keeps `held()`."""
 
-    def __init__(self, path: str, columns, magic: int = 2):
+    def __init__(self, path: str, columns, magic: int = 2, given: dict[int, BatchFacts] | None = None):
         self.path = path
         self.columns = columns
         self.magic = magic
+        self.given = given or {}
+        """Rows that stand for a batch read one by one (a transaction marker): its own facts."""
 
     def held(self) -> "FactsRun":
         """This run with columns of its own."""
-        return FactsRun(self.path, self.columns.copy(), self.magic)
+        return FactsRun(self.path, self.columns.copy(), self.magic, self.given)
 
-    def rows(self) -> Iterator[BatchFacts]:
-        path, magic = self.path, self.magic
-        for (position, base, delta, epoch, attributes, max_timestamp, producer_id, producer_epoch,
-             base_sequence) in zip(*self.columns[[POSITION, BASE_OFFSET, LAST_OFFSET_DELTA, LEADER_EPOCH, ATTRIBUTES,
-                                                  MAX_TIMESTAMP, PRODUCER_ID, PRODUCER_EPOCH, BASE_SEQUENCE]].tolist()):
+    def part(self, start: int, stop: int) -> "FactsRun":
+        """Rows start..stop-1."""
+        return FactsRun(self.path, self.columns[:, start:stop], self.magic,
+                        {row - start: facts for row, facts in self.given.items() if start <= row < stop})
+
+    @staticmethod
+    def row_of(facts: BatchFacts):
+        """A V2 batch's facts as a column of `COLUMNS` (those stage 2 reads), or None when its
+        offsets are too far apart for a last offset delta."""
+        import numpy as np
+
+        delta = facts.last_offset - facts.base_offset
+        if facts.magic < 2 or not -INT32_MAX - 1 <= delta <= INT32_MAX:
+            return None
+        column = np.zeros((len(bulk_scan.COLUMNS), 1), dtype=np.int64)
+        column[[POSITION, BASE_OFFSET, LAST_OFFSET_DELTA, LEADER_EPOCH, ATTRIBUTES, MAX_TIMESTAMP, PRODUCER_ID,
+                PRODUCER_EPOCH, BASE_SEQUENCE], 0] = (
+            facts.position, facts.base_offset, delta, facts.partition_leader_epoch,
+            ATTR_TRANSACTIONAL * facts.is_transactional | ATTR_CONTROL * facts.is_control, facts.max_timestamp,
+            facts.producer_id, facts.producer_epoch, facts.base_sequence)
+        return column
+
+    def rows(self, which: list[int] | None = None) -> Iterator[BatchFacts]:
+        """Each batch's facts, or those of the rows `which`."""
+        path, magic, given = self.path, self.magic, self.given
+        columns = self.columns[[POSITION, BASE_OFFSET, LAST_OFFSET_DELTA, LEADER_EPOCH, ATTRIBUTES, MAX_TIMESTAMP,
+                                PRODUCER_ID, PRODUCER_EPOCH, BASE_SEQUENCE]]
+        for row, (position, base, delta, epoch, attributes, max_timestamp, producer_id, producer_epoch,
+                  base_sequence) in zip(range(columns.shape[1]) if which is None else which,
+                                        zip(*(columns if which is None else columns[:, which]).tolist())):
+            if row in given:
+                yield given[row]
+                continue
             last_sequence = batch_last_sequence(base_sequence, delta)
             yield BatchFacts(path, position, base, java_long(base + delta), magic, epoch, producer_id, producer_epoch,
                              base_sequence, last_sequence, bool(attributes & ATTR_TRANSACTIONAL),

@@ -1,0 +1,185 @@
+"""The producer state moved a run at a time (`ProducerState.plan_run` / `commit_run`: transactional
+producers replayed one batch at a time, the others put at their last batch) against the per-batch
+reference path (`ProducerState.apply` on every batch, KAFKALOG_BULK=never).
+
+The segments here are what production logs look like, and what goes wrong in them: dozens of
+idempotent producers interleaved, a third of them transactional, COMMIT and ABORT markers, producer
+epoch bumps with and without a sequence reset, epochs going back, sequence gaps, duplicates sent
+again, markers with no transaction open or an older coordinator epoch, a producer writing outside
+its open transaction (Kafka's recovery throws), markers Kafka cannot read, offsets going back,
+batches without a producer id, every codec, and producer snapshots in the middle of the log.
+"""
+from __future__ import annotations
+
+import dataclasses
+import random
+import sys
+from pathlib import Path
+
+import pytest
+
+from kafkalog_tools import codecs
+from kafkalog_tools.formats import producer_snapshot
+from kafkalog_tools.formats.control import CONTROL_KEY, END_TXN_MARKER
+from kafkalog_tools.formats.record_batch import ATTR_CONTROL, ATTR_TRANSACTIONAL, build_batch, build_record
+from kafkalog_tools.recovery import ProducerState, ProducerStatus, Rebuild, RebuildOptions
+from kafkalog_tools.verify.partition import _SegmentReplay
+from tests.test_bulk_scan import recover_both_ways, verify_both_ways
+
+pytest.importorskip("numba", reason="the bulk scan needs numba (an install requirement)")
+
+CODECS = ["none", "none", "lz4", "zstd", "snappy", "gzip"]
+
+
+def _marker(kind: int, coordinator_epoch: int) -> bytes:
+    return build_record(0, 0, CONTROL_KEY.build(dict(version=0, type=kind)),
+                        END_TXN_MARKER.build(dict(version=0, coordinator_epoch=coordinator_epoch)))
+
+
+def _odd_marker(rng: random.Random) -> bytes:
+    """One Kafka cannot take as a transaction marker: no key, a KRaft control type, a short value, a
+    record cut short (the first three make Kafka's recovery throw, the last cuts the log after it)."""
+    return rng.choice([b"\x10\x00", b"\x10\x00", build_record(0, 0, None, b"\0\0\0\0\0\0"),
+                       build_record(0, 0, CONTROL_KEY.build(dict(version=0, type=2)), b""),
+                       build_record(0, 0, CONTROL_KEY.build(dict(version=0, type=0)), b"\0")])
+
+
+def producer_segment(rng: random.Random, base: int, trouble: float) -> bytes:
+    """Interleaved producers' batches from offset `base`; `trouble`: how often something is wrong."""
+    ids = rng.sample(range(1000, 1200), rng.randrange(1, 40))
+    producers = {pid: {"epoch": rng.randrange(2), "sequence": 0, "open": False, "coordinator": 3} for pid in ids}
+    transactional = {pid for pid in ids if rng.random() < 0.35}
+    out, offset, timestamp = [], base, 1_700_000_000_000
+    for _ in range(rng.randrange(40, 300)):
+        timestamp += rng.randrange(0, 50)
+        pid = rng.choice(ids)
+        state = producers[pid]
+        ids_of = dict(producer_id=pid, producer_epoch=state["epoch"], partition_leader_epoch=0)
+        if rng.random() < 0.04:  # a batch without a producer id (an old client, or acks=0 tooling)
+            ids_of = dict(partition_leader_epoch=0)
+            pid = -1
+        elif (pid in transactional and state["open"] and rng.random() < 0.3) or rng.random() < trouble / 4:
+            # its marker (or, with no transaction open, a stray one)
+            coordinator = state["coordinator"] - (rng.random() < trouble)
+            epoch = state["epoch"] + (rng.random() < trouble)  # the coordinator bumped the epoch to abort
+            records = [_odd_marker(rng) if rng.random() < trouble else _marker(rng.randrange(2), coordinator)]
+            out.append(build_batch(offset, records, base_timestamp=timestamp, max_timestamp=timestamp,
+                                   attributes=ATTR_TRANSACTIONAL | ATTR_CONTROL, **dict(ids_of, producer_epoch=epoch)))
+            state.update(open=False, coordinator=coordinator)
+            if epoch != state["epoch"]:
+                state.update(epoch=epoch, sequence=0)
+            offset += 1
+            continue
+        count = rng.randrange(1, 5)
+        roll = rng.random()
+        if roll < trouble:
+            state["sequence"] += rng.randrange(1, 4)  # a gap
+        elif roll < 2 * trouble:
+            state["sequence"] = max(0, state["sequence"] - count)  # a duplicate, sent again
+        elif roll < 3 * trouble:
+            state["epoch"] += 1  # a new epoch, at sequence 0 or not
+            state["sequence"] = 0 if rng.random() < 0.7 else state["sequence"]
+        elif roll < 3.5 * trouble:
+            state["epoch"] = max(0, state["epoch"] - 1)  # an epoch going back
+        in_txn = pid in transactional and not (state["open"] and rng.random() < trouble / 5)
+        if pid >= 0:
+            ids_of.update(producer_epoch=state["epoch"], base_sequence=state["sequence"])
+            state["sequence"] += count
+            state["open"] = state["open"] or in_txn
+        records = [build_record(i, i, f"key-{pid}".encode(), b"v" * rng.randrange(0, 300)) for i in range(count)]
+        out.append(build_batch(offset, records, base_timestamp=timestamp, max_timestamp=timestamp + count - 1,
+                               compression_id=codecs.IDS[rng.choice(CODECS)],
+                               attributes=ATTR_TRANSACTIONAL if in_txn and pid >= 0 else 0, **ids_of))
+        offset += count
+        if rng.random() < trouble / 3:
+            offset -= rng.randrange(1, 8)  # offsets going back: Kafka's recovery throws at the index append
+    return b"".join(out)
+
+
+def producer_partitions(root: Path, rng: random.Random, count: int) -> list[Path]:
+    """Partitions of one to three segments; some with a producer snapshot inside the log."""
+    partitions = []
+    for number in range(count):
+        partition = root / f"producers-{number}"
+        partition.mkdir()
+        trouble = rng.choice([0.0, 0.0, 0.01, 0.05])
+        for base in range(0, 2000 * rng.randrange(1, 4), 2000):
+            (partition / f"{base:020d}.log").write_bytes(producer_segment(rng, base, trouble))
+        if rng.random() < 0.3:
+            at = rng.randrange(1, 1500)
+            entries = [producer_snapshot.ProducerEntry(1000 + i, 0, 5, at - 1, 0, 1_700_000_000_000, 3, -1)
+                       for i in range(rng.randrange(0, 4))]
+            (partition / f"{at:020d}.snapshot").write_bytes(producer_snapshot.build(entries))
+        partitions.append(partition)
+    return partitions
+
+
+@pytest.fixture(scope="module")
+def partitions(tmp_path_factory) -> list[Path]:
+    return producer_partitions(tmp_path_factory.mktemp("producers"), random.Random(2323), 40)
+
+
+@pytest.fixture
+def runs_planned(monkeypatch) -> list[tuple[int, int]]:
+    """(rows kept apart, rows put at once) of each run `plan_run` planned."""
+    planned = []
+    plan_run = ProducerState.plan_run
+
+    def watched(self, columns, last):
+        plan = plan_run(self, columns, last)
+        planned.append((len(plan.apart), len(plan.plain)))
+        return plan
+
+    monkeypatch.setattr(ProducerState, "plan_run", watched)
+    return planned
+
+
+@pytest.mark.parametrize("gather", [None, 7], ids=["gathered", "seven-at-a-time"])
+@pytest.mark.parametrize("deep", [True, False], ids=["deep", "shallow"])
+def test_verify_moves_producers_in_bulk_as_batch_by_batch(monkeypatch, partitions, runs_planned, deep, gather):
+    if gather is not None:  # what is gathered replayed every few batches: after a run, after a marker
+        monkeypatch.setattr(_SegmentReplay, "GATHER", gather)
+    findings = verify_both_ways(monkeypatch, [str(p) for p in partitions], deep)
+    codes = {f["code"] for f in findings}
+    assert {"producer-sequence-gap", "producer-epoch-decreased", "coordinator-epoch-decreased",
+            "transaction-state-invalid", "txnindex-missing", "snapshot-disagrees"} <= codes, codes
+    # the runs mixed both kinds of producer: the fast path was taken, not just the per-batch one
+    assert sum(1 for apart, plain in runs_planned if apart and plain) > 20, runs_planned
+
+
+def test_recovery_moves_producers_in_bulk_as_batch_by_batch(monkeypatch, partitions, runs_planned):
+    outcomes = [recover_both_ways(monkeypatch, log, interval)
+                for partition in partitions for log in sorted(partition.glob("*.log")) for interval in (0, 4096)]
+    assert sum(o.failure is not None for o in outcomes) > 3  # Kafka throws (a write outside its transaction...)
+    assert sum(o.invalid is not None for o in outcomes) > 3  # ... or cuts the log (a marker it cannot read)
+    assert sum(len(o.aborted_txns) for o in outcomes) > 100
+    assert sum(1 for apart, plain in runs_planned if apart and plain) > 20, runs_planned
+
+
+def test_a_producer_status_copy_is_equal_and_apart():
+    fields = [field.name for field in dataclasses.fields(ProducerStatus)]
+    status = ProducerStatus(*range(1, len(fields) + 1))
+    copy = status.copy()
+    assert copy == status and copy is not status
+    assert all(getattr(copy, name) == getattr(status, name) for name in fields)
+
+
+def test_the_bench_production_segment_verifies_clean_both_ways(monkeypatch, tmp_path):
+    """bench/run.py's `prod` variant, small: the same recovery both ways, and with the indexes it
+    writes (the transaction index among them), no finding on either path."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("bench_run", Path(__file__).parent.parent / "bench" / "run.py")
+    bench = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, spec.name, bench)  # (its dataclasses look their module up)
+    spec.loader.exec_module(bench)
+    variant = next(v for v in bench.VARIANTS if v.name == "prod")
+    partition = tmp_path / "prod-0"
+    partition.mkdir()
+    log = partition / "00000000000000000000.log"
+    bench.write_segment(log, variant, 2 << 20)
+    (partition / "leader-epoch-checkpoint").write_text("0\n1\n0 0\n")
+    recovered = recover_both_ways(monkeypatch, log, 4096)
+    assert recovered.failure is None and recovered.invalid is None and len(recovered.aborted_txns) > 10
+    list(Rebuild([partition], RebuildOptions(backup=False)))
+    assert verify_both_ways(monkeypatch, [str(partition)], deep=True) == []
