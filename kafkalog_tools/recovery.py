@@ -820,7 +820,7 @@ def starting_producer_state(partition: PartitionDir, base_offset: int,
         start = StartingState(ProducerState(), f"producer state replayed from offset {replay_from}", replay_from == 0)
     for segment in earlier:
         with SegmentFile(segment.log) as log:
-            _replay(log, start.state, replay_from, on_progress)
+            replay(log, start.state, replay_from, on_progress)
     return start
 
 
@@ -848,7 +848,8 @@ def _starting_point(partition: PartitionDir, base_offset: int):
     return snapshot, replay_from, earlier
 
 
-def _replay(log: SegmentFile, state: ProducerState, from_offset: int, on_progress: ProgressCallback | None) -> None:
+def replay(log: SegmentFile, state: ProducerState, from_offset: int = 0,
+           on_progress: ProgressCallback | None = None) -> None:
     """Advance the producer state through a segment that is not rebuilt (read only)."""
     for entry in log.entries():
         if isinstance(entry, BadEntry) or not entry.crc_valid:

@@ -27,7 +27,7 @@ from .formats.logdir import PartitionDir, Segment
 from .formats.offset_index import OffsetIndex
 from .formats.segment import BadEntry, SegmentFile, offset_from_name
 from .formats.time_index import TimeIndex
-from .recovery import SegmentRecovery, read_next_offset, recover_segment, starting_producer_state
+from .recovery import SegmentRecovery, read_next_offset, recover_segment, replay, starting_producer_state
 
 DEFAULT_RETENTION_MS = 7 * 24 * 60 * 60 * 1000  # retention.ms
 UNLIMITED = -1  # retention.bytes default; -1 also switches retention.ms off
@@ -74,9 +74,7 @@ def load_log(partition: PartitionDir, segments: list[Segment]) -> LoadedLog:
     """LogLoader.loadSegmentFiles then recoverLog's readNextOffset, for the clean-shutdown path."""
     loaded = LoadedLog()
     try:
-        for segment in segments:
-            if segment.index is None:
-                loaded.recovered[segment.base_offset] = _recover_without_index(partition, segment)
+        _recover_segments_without_index(partition, segments, loaded)
         last = segments[-1]
         recovered = loaded.recovered.get(last.base_offset)
         if recovered is not None:
@@ -88,16 +86,24 @@ def load_log(partition: PartitionDir, segments: list[Segment]) -> LoadedLog:
     return loaded
 
 
-def _recover_without_index(partition: PartitionDir, segment: Segment) -> SegmentRecovery:
-    """LogLoader.loadSegmentFiles: no .index (sanityCheck's NoSuchFileException) means
-    recoverSegment, with the producer state of the segments before it; what recovery throws, the
-    loader does not catch."""
-    state = starting_producer_state(partition, segment.base_offset).state
-    with SegmentFile(segment.log) as log:
-        recovery = recover_segment(log, state)
-    if recovery.failure is not None:
-        raise recovery.failure
-    return recovery
+def _recover_segments_without_index(partition: PartitionDir, segments: list[Segment], loaded: LoadedLog) -> None:
+    """LogLoader.loadSegmentFiles: no .index (sanityCheck's NoSuchFileException) means recoverSegment,
+    with the producer state of the segments before it (what recovery throws, the loader does not
+    catch). The state is built once, from the first such segment on, and carried forward as the
+    snapshot recoverSegment takes after each recovery carries it."""
+    missing = [index for index, segment in enumerate(segments) if segment.index is None]
+    if not missing:
+        return
+    state = starting_producer_state(partition, segments[missing[0]].base_offset).state
+    for segment in segments[missing[0]:missing[-1] + 1]:
+        with SegmentFile(segment.log) as log:
+            if segment.index is not None:
+                replay(log, state)
+                continue
+            recovery = recover_segment(log, state)
+        if recovery.failure is not None:
+            raise recovery.failure
+        loaded.recovered[segment.base_offset] = recovery
 
 
 def log_end_offset(segments: list[Segment]) -> int:
