@@ -13,6 +13,11 @@ the log start offset to the next segment's base offset before the next pass runs
 offsets reach the high watermark is deleted, nor an empty last segment. Tiered storage (remote
 log) is not modelled. The same rules hold in 3.9 (whose changes concern tiered storage only). Nothing is
 written.
+
+The log is judged as Kafka 4.0's loader opens it after a clean shutdown (LogLoader.loadSegmentFiles
+and recoverLog; LogSegment.readNextOffset, FileRecords.searchForOffsetWithSize): a segment without its
+.index is recovered first, and the log end offset is read from the active segment's offset index's
+last entry on, so a big active segment is not read again and damage before that entry is not seen.
 """
 from __future__ import annotations
 
