@@ -560,3 +560,16 @@ def test_a_zero_filled_tail_after_the_last_index_entry_fails_kafkas_loader(tmp_p
     assert code == 1 and not [s for s in segments if s["deleted"]]
     assert "Kafka's loader cannot open the log" in summary["problems"][0]
     assert "byte 300: Found record size 0 smaller than minimum record overhead (14)" in summary["problems"][0]
+
+
+def test_the_index_lookup_is_kafkas_binary_search_even_where_the_offsets_do_not_increase(tmp_path):
+    """OffsetIndex.lookup of the last offset (5) on entries (5, 9999), (1, 100), (5, 500): Kafka's
+    search of slots [0, 0] stops at slot 0, whose position lies past the log's end, so readNextOffset
+    answers the base offset (Kafka's retain: log end offset 0); the last entry's own position would
+    give 6."""
+    from kafkalog_tools.formats import offset_index
+
+    partition = _indexed_partition(tmp_path, [(0, 6)])
+    (partition / "00000000000000000000.index").write_bytes(offset_index.build([(5, 9999), (1, 100), (5, 500)], 0))
+    code, summary, _ = _retention(partition)
+    assert (code, summary["log_end_offset"]) == (0, 0)

@@ -569,16 +569,16 @@ def keyed_partition(rng: random.Random, directory: Path, codecs_allowed: tuple[i
     return {"bases": bases, "log_end_offset": offset, "last_timestamp": timestamp}
 
 
-DAMAGES = ("none", "none", "none", "cut tail", "garbage tail", "zero tail", "bit flip", "garbage before the last "
-           "index entry", "index past the log", "index behind the log", "index zero-filled tail", "no active .index",
-           "no .index")
+DAMAGES = ("none", "none", "none", "cut tail", "garbage tail", "zero tail", "bit flip",
+           "garbage before the last index entry", "index past the log", "index behind the log", "garbage in the index",
+           "index zero-filled tail", "no active .index", "no .index")
 
 
 def damage_partition(rng: random.Random, directory: Path) -> tuple[str, str]:
     """Damage a generated partition as a crash, a disk or a copy taken while the broker ran does: the
     active segment's tail cut, garbage or zeros after it, a flipped bit, garbage before its offset
-    index's last entry, an index that points past the log or stops short of it, a preallocated
-    index's zero tail, a missing .index (the active one or another). Modification times are kept.
+    index's last entry, an index that points past the log or stops short of it, garbage in the
+    index, a preallocated index's zero tail, a missing .index (the active one or another). Modification times are kept.
     Returns the kind of damage ("none" when the drawn kind did not apply) and what was done."""
     logs = sorted(directory.glob("*.log"))
     active = logs[-1]
@@ -613,6 +613,13 @@ def damage_partition(rng: random.Random, directory: Path) -> tuple[str, str]:
     elif kind == "index behind the log" and len(entries) >= 8:
         index.write_bytes(entries[:rng.randrange(0, len(entries) // 8) * 8])
         what = f"{kind}: {len(entries) // 8} entries cut to {index.stat().st_size // 8}"
+    elif kind == "garbage in the index" and entries:
+        garbled = bytearray(entries)
+        start = rng.randrange(len(garbled))
+        length = min(rng.randrange(1, 24), len(garbled) - start)
+        garbled[start:start + length] = rng.randbytes(length)
+        index.write_bytes(bytes(garbled))
+        what = f"{kind}: {length} bytes at {start} of {len(entries)}"
     elif kind == "index zero-filled tail":
         index.write_bytes(entries + bytes(8 * rng.randrange(1, 64)))
     elif kind == "no active .index":
