@@ -116,6 +116,9 @@ def report_objects(report: retention.RetentionReport) -> list[dict]:
 
 
 def _summary_text(report: retention.RetentionReport) -> str:
+    if report.load_failure is not None:
+        return (f"{report.name}: Kafka's loader cannot open the log, no retention pass runs; "
+                f"{len(report.segments)} segments ({report.size} bytes) kept")
     return (f"{report.name}: {len(report.deleted)} of {len(report.segments)} segments deleted "
             f"({sum(s.size for s in report.deleted)} of {report.size} bytes); log start offset "
             f"{report.log_start_offset} ({report.log_start_source}) -> {report.new_log_start_offset}; "
