@@ -125,8 +125,9 @@ def largest_timestamp(segment: Segment) -> tuple[int, str]:
         last_entry, start = None, 0
         if segment.timeindex is not None:
             try:
-                entries = TimeIndex(segment.timeindex, segment.base_offset).entries()
-                last_entry = entries[-1] if entries else None
+                index = TimeIndex(segment.timeindex, segment.base_offset)
+                count = index.valid_count()
+                last_entry = index.entry(count - 1) if count else None
                 if last_entry is not None and segment.index is not None:
                     start = OffsetIndex(segment.index, segment.base_offset).lookup(last_entry.offset).position
             except KafkaLogError:

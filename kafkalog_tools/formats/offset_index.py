@@ -42,7 +42,9 @@ class OffsetIndex(IndexFile):
         return [self.entry(slot) for slot in range(count)]
 
     def lookup(self, target: int, entries: list[OffsetPosition] | None = None) -> OffsetPosition:
-        entries = self.entries() if entries is None else entries
+        if entries is None:  # only the slots the bisection visits are read
+            slot = bisect.bisect_right(_Offsets(self, self.valid_count()), target) - 1
+            return self.entry(slot) if slot >= 0 else OffsetPosition(self.base_offset, 0)
         index = bisect.bisect_right([e.offset for e in entries], target) - 1
         return entries[index] if index >= 0 else OffsetPosition(self.base_offset, 0)
 
@@ -76,6 +78,19 @@ class OffsetIndex(IndexFile):
             else:
                 return found
         return self.entry(low)
+
+
+class _Offsets:
+    """The absolute offsets of an index's first `count` slots, as a sequence read slot by slot."""
+
+    def __init__(self, index: OffsetIndex, count: int):
+        self.index, self.count = index, count
+
+    def __len__(self) -> int:
+        return self.count
+
+    def __getitem__(self, slot: int) -> int:
+        return self.index.base_offset + self.index.raw(slot)[0]
 
 
 def build(entries: list[tuple[int, int]], base_offset: int) -> bytes:
