@@ -4,17 +4,18 @@
 
 Generates, in a temp dir, a log dir of N partitions, each one active segment of 16 KiB
 uncompressed batches (bench/run.py's `16k` variant, timestamps growing batch by batch) with the
-indexes Kafka's recovery writes (or, with --without-indexes, none), then
-times, as subprocesses (medians of --runs runs after one warm-up): `kafkalog verify` (the scan the
-report is built on), `kafkalog report`, and `kafkalog retention` over the whole log dir (the
-analysis that read every active segment again from byte 0 before issue 25's change). "Beyond the
-scan" is report minus verify, measured in the same run. To compare two versions, run this once
-with each on PYTHONPATH (e.g. a `git archive` of the older commit). Not a test: nothing here
-asserts a timing.
+indexes Kafka's recovery writes (or, with --without-indexes, none), then times, as subprocesses
+(medians of --runs runs after one warm-up; wall-clock and CPU seconds): `kafkalog verify` (the
+scan the report is built on), `kafkalog report`, and `kafkalog retention` over the whole log dir
+(the analysis that read every active segment again from byte 0 before issue 25's change). "Beyond
+the scan" is report minus verify, measured in the same run. To compare two versions, run this with
+each one's own installation (e.g. a venv with a `pip install` of a `git archive` of the older
+commit: an editable install ignores PYTHONPATH). Not a test: nothing here asserts a timing.
 """
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import subprocess
 import sys
@@ -55,18 +56,23 @@ def write_log_dir(directory: Path, partitions: int, segment_size: int, indexes: 
     return total
 
 
-def seconds(argv: list[str], runs: int) -> float:
-    """Median wall-clock seconds of `runs` runs, after one warm-up run (page cache, kernel cache)."""
-    timings = []
+def seconds(argv: list[str], runs: int) -> tuple[float, float]:
+    """Medians of wall-clock and CPU (user + system) seconds of `runs` runs, after one warm-up run
+    (page cache, kernel cache). CPU time is what to compare on a shared machine: it hardly moves
+    with the load; wall time does."""
+    walls, cpus = [], []
     for run in range(runs + 1):
         started = time.perf_counter()
-        result = subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        process = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        _, status, usage = os.wait4(process.pid, 0)
         elapsed = time.perf_counter() - started
-        if result.returncode not in (0, 1):
-            raise SystemExit(f"{' '.join(argv)}: exit {result.returncode}: {result.stderr[-500:]}")
+        code = os.waitstatus_to_exitcode(status)
+        if code not in (0, 1):
+            raise SystemExit(f"{' '.join(argv)}: exit {code}")
         if run:
-            timings.append(elapsed)
-    return statistics.median(timings)
+            walls.append(elapsed)
+            cpus.append(usage.ru_utime + usage.ru_stime)
+    return statistics.median(walls), statistics.median(cpus)
 
 
 def main() -> None:
@@ -87,9 +93,10 @@ def main() -> None:
         retention = seconds([*KAFKALOG, "retention", "--format", "json", *now, str(log_dir)], args.runs)
         page = (Path(work) / "report.html").stat().st_size
     print(f"{args.partitions} partitions x {args.segment_size / 2**20:g} MiB ({total / 2**30:.2f} GiB, "
-          f"{'no index files' if args.without_indexes else 'indexed'}), "
-          f"medians of {args.runs}: verify {verify:.2f} s, report {report:.2f} s (beyond the scan "
-          f"{report - verify:.2f} s), retention {retention:.2f} s; the page {page:,} bytes")
+          f"{'no index files' if args.without_indexes else 'indexed'}), medians of {args.runs}, wall / CPU seconds: "
+          f"verify {verify[0]:.2f} / {verify[1]:.2f}, report {report[0]:.2f} / {report[1]:.2f} (beyond the scan "
+          f"{report[0] - verify[0]:.2f} / {report[1] - verify[1]:.2f}), retention {retention[0]:.2f} / "
+          f"{retention[1]:.2f}; the page {page:,} bytes")
 
 
 if __name__ == "__main__":
