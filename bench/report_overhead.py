@@ -26,23 +26,28 @@ from pathlib import Path
 BENCH = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH))
 
-from run import POOL, VARIANTS, _batch, _timestamped, lookup_timestamp, parse_size  # noqa: E402  (bench/run.py)
+from run import POOL, VARIANTS, _batch, _timestamped, lookup_timestamp, parse_size, write_segment  # noqa: E402  (bench/run.py)
 
 from kafkalog_tools.recovery import Rebuild, RebuildOptions  # noqa: E402
 
 KAFKALOG = [sys.executable, "-m", "kafkalog_tools"]
 
 
-def write_log_dir(directory: Path, partitions: int, segment_size: int, indexes: bool) -> int:
+def write_log_dir(directory: Path, partitions: int, segment_size: int, indexes: bool, growing: bool) -> int:
     """`partitions` partitions of one active segment each, indexed or not, its timestamps growing
-    batch by batch as a producer's do (so the time index has entries up to the end); returns the
-    bytes written."""
+    batch by batch as a producer's do (so the time index has entries up to the end), or with
+    bench/run.py's repeating ones (its time index ends within the first MiB); returns the bytes
+    written."""
     variant = next(v for v in VARIANTS if v.name == "16k")
     pool = [_batch(variant, seed) for seed in range(POOL)]
     total = 0
     for number in range(partitions):
         partition = directory / f"bench-{number}"
         partition.mkdir(parents=True)
+        if not growing:
+            write_segment(partition / f"{0:020d}.log", variant, segment_size)
+            total += (partition / f"{0:020d}.log").stat().st_size
+            continue
         offset = written = 0
         with open(partition / f"{0:020d}.log", "wb") as out:
             while written < segment_size:
@@ -82,10 +87,14 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3, help="runs per command; the median is reported")
     parser.add_argument("--without-indexes", action="store_true",
                         help="Only .log files (Kafka's loader recovers each segment before it reads its end).")
+    parser.add_argument("--repeating-timestamps", action="store_true",
+                        help="bench/run.py's segment as it is: its 64 batches' timestamps repeat, so the time "
+                             "index's last entry lies near the start.")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="kafkalog-report-bench-") as work:
         log_dir = Path(work) / "logs"
-        total = write_log_dir(log_dir, args.partitions, args.segment_size, not args.without_indexes)
+        total = write_log_dir(log_dir, args.partitions, args.segment_size, not args.without_indexes,
+                              not args.repeating_timestamps)
         now = ["--now", "1800000000000"]
         verify = seconds([*KAFKALOG, "verify", "--format", "json", str(log_dir)], args.runs)
         report = seconds([*KAFKALOG, "report", *now, "--output", str(Path(work) / "report.html"), str(log_dir)],
@@ -93,7 +102,8 @@ def main() -> None:
         retention = seconds([*KAFKALOG, "retention", "--format", "json", *now, str(log_dir)], args.runs)
         page = (Path(work) / "report.html").stat().st_size
     print(f"{args.partitions} partitions x {args.segment_size / 2**20:g} MiB ({total / 2**30:.2f} GiB, "
-          f"{'no index files' if args.without_indexes else 'indexed'}), medians of {args.runs}, wall / CPU seconds: "
+          f"{'no index files' if args.without_indexes else 'indexed'}"
+          f"{', repeating timestamps' if args.repeating_timestamps else ''}), medians of {args.runs}, wall / CPU seconds: "
           f"verify {verify[0]:.2f} / {verify[1]:.2f}, report {report[0]:.2f} / {report[1]:.2f} (beyond the scan "
           f"{report[0] - verify[0]:.2f} / {report[1] - verify[1]:.2f}), retention {retention[0]:.2f} / "
           f"{retention[1]:.2f}; the page {page:,} bytes")
