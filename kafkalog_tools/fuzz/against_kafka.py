@@ -15,7 +15,9 @@ fully determined by (run seed, kind, case number, seed files). Kinds:
 - `recover`: `kafkalog rebuild-index [--truncate]` on a copy against Kafka's `LogSegment.recover`
   (`kafka-oracle recover`): the same bytes in every .log, .index, .timeindex and .txnindex.
 - `retention`: `kafkalog retention` against `UnifiedLog.deleteOldSegments` (`kafka-oracle retain`):
-  the same segments deleted for the same reasons, the same new log start offset.
+  the same segments deleted for the same reasons, the same new log start offset, the same segments
+  as loaded and log end offset; half the partitions damaged first (`damage_partition`), and where
+  Kafka's loader or retention pass throws, ours says which.
 - `compaction`: `kafkalog compaction --simulate` against one pass of Kafka's cleaner (`kafka-oracle
   clean`): the same cleanable range and decision, the same segments after with the same batches and
   records, the same bytes where nothing is compressed.
