@@ -262,8 +262,14 @@ def analyze_partition(partition: PartitionDir, settings: CompactionSettings | No
     if not segments:
         report.notes.append("no .log segments")
         return report
-    report.log_end_offset, problems = log_end_offset(segments)
-    report.problems.extend(problems)
+    read = _read_segments(segments, report)
+    try:
+        report.log_end_offset = log_end_offset(segments)
+    except KafkaLogError as exc:
+        last = read[-1]
+        report.log_end_offset = max((batch.last_offset + 1 for batch, _ in last.batches), default=last.segment.base_offset)
+        report.problems.append(f"Kafka's loader cannot read the log end offset ({exc}); taken as the next offset of "
+                               f"the last batch read: {report.log_end_offset}")
     report.log_start_offset, _ = initial_log_start_offset(partition, segments[0].base_offset, report.problems)
     if settings.high_watermark is not None:
         report.high_watermark = min(max(settings.high_watermark, report.log_start_offset), report.log_end_offset)
@@ -271,7 +277,6 @@ def analyze_partition(partition: PartitionDir, settings: CompactionSettings | No
     else:
         report.high_watermark, report.high_watermark_source = initial_high_watermark(
             partition, report.log_start_offset, report.log_end_offset, report.problems)
-    read = _read_segments(segments, report)
     state, aborted = _producer_state(partition, read, report)
     if not partition.snapshots and (partition.path.parent / CLEAN_SHUTDOWN).exists():
         # UnifiedLog.rebuildProducerState: after a clean shutdown, with no snapshot to load, Kafka snapshots

@@ -20,6 +20,7 @@ from __future__ import annotations
 import os
 from array import array
 import shutil
+import struct
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable, Iterator
@@ -29,7 +30,7 @@ from .errors import CorruptDataError, DecompressionError, InputError, KafkaLogEr
 from .formats import offset_index, producer_snapshot, time_index, txn_index
 from .formats.index_file import read_index_bytes
 from .schema import derive_struct, struct_fields
-from .formats.batch import INT32_MAX, Batch
+from .formats.batch import INT32_MAX, Batch, java_long
 from .formats.control import NullControlFieldError
 from .formats.logdir import LOCAL, LocalFiles, LogDir, PartitionDir, Segment, classify, read_partition_dir
 from .native import bulk_scan
@@ -426,6 +427,8 @@ class SegmentRecovery:
     """Why the valid prefix ends before the end of the file: Kafka truncates there."""
     failure: KafkaLogError | None = None
     """Kafka's recovery would throw here rather than truncate; nothing should be written."""
+    next_offset: int | None = None
+    """readNextOffset of the recovered segment (its log end offset when it is the last)."""
 
     @property
     def truncated_bytes(self) -> int:
@@ -479,28 +482,99 @@ def recover_segment(segment: SegmentFile, producer_state: ProducerState,
 
 
 def _read_next_offset(segment: SegmentFile, result: SegmentRecovery) -> None:
-    """LogSegment.readNextOffset, which the loader asks of a segment it recovered: read(the offset
-    index's last offset) finds the first batch ending at or after it and asks its baseOffset, which
-    for a V0/V1 wrapper is its first inner record's offset. A wrapper whose message set cannot be
-    read there throws, and Kafka's recovery fails (found by the differential run against Kafka)."""
+    """LogSegment.readNextOffset, which the loader asks of a segment it recovered, over the recovered
+    index and the valid prefix, where a wrapper it cannot read makes the recovery fail."""
     target, position = result.offset_entries[-1] if result.offset_entries else (result.base_offset, 0)
-    for entry in segment.entries(position):
-        if entry.position >= result.valid_bytes or isinstance(entry, BadEntry):
+    result.next_offset = read_next_offset(segment, target, position, result.valid_bytes)
+
+
+_INT32, _INT64 = struct.Struct(">i"), struct.Struct(">q")
+_V2_HEADER_SIZE = 61  # DefaultRecordBatch.RECORD_BATCH_OVERHEAD: what FileChannelRecordBatch loads for lastOffset
+_LAST_OFFSET_DELTA_AT = 23
+_LEGACY_ATTRIBUTES_AT = LOG_OVERHEAD + 5  # after the CRC and the magic byte
+
+
+def read_next_offset(segment: SegmentFile, target: int, position: int, end: int | None = None) -> int:
+    """LogSegment.readNextOffset: read(`target`, the offset index's last offset, from `position`,
+    its lookup's position) then the last batch's nextOffset; the base offset when no batch from
+    there ends at or after the target. Only the shallow headers are read, as FileLogInputStream
+    reads them (no CRC is checked), from the position to `end` (the file's end, or the valid
+    prefix of a recovered segment). Raises KafkaLogError where Kafka throws: an entry size below 14,
+    a V2 header cut by the end of the file, a V0/V1 wrapper whose first offset cannot be read
+    (found by the differential run against Kafka)."""
+    base = segment.base_offset if segment.base_offset is not None else 0
+    end = segment.end if end is None else end
+    found = None
+    for batch_position, last_offset in _shallow_last_offsets(segment, max(position, 0), end, every=True):
+        if last_offset >= target:
+            found = batch_position
+            break
+    if found is None:
+        return base
+    _check_first_offset(segment, found)
+    last = None
+    for last in _shallow_last_offsets(segment, found, end, every=False):
+        pass
+    return _last_offset(segment, last[0]) + 1
+
+
+def _shallow_last_offsets(segment: SegmentFile, position: int, end: int, every: bool) -> Iterator[tuple[int, int | None]]:
+    """(position, last offset) of each shallow entry from `position` (FileLogInputStream.nextBatch);
+    the last offset is read only with `every` (else None), as Kafka reads it only when asked."""
+    buf = segment.buffer
+    while position < end - SEGMENT_HEADER_UP_TO_MAGIC:
+        (size,) = _INT32.unpack_from(buf, position + 8)
+        if size < MIN_ENTRY_SIZE:
+            raise CorruptDataError(f"Found record size {size} smaller than minimum record overhead ({MIN_ENTRY_SIZE})",
+                                   path=segment.path, position=position, expected=f">= {MIN_ENTRY_SIZE}", actual=size)
+        if position > end - LOG_OVERHEAD - size:
             return
-        if entry.last_offset < target:
-            continue
-        if entry.magic < 2 and entry.compression_id != 0:
-            try:
-                entry.base_offset
-            except (CorruptDataError, IndexError) as exc:
-                # a V0 wrapper is read lazily: a first record read is enough
-                if entry.magic == 0 and getattr(exc, "records_before", None):
-                    return
-                raise KafkaLogError(f"reading the segment's next offset, the first offset of the V{entry.magic} "
-                                    f"wrapper at {entry.position}: "
-                                    f"{getattr(exc, 'message', None) or 'its message set is empty'}",
-                                    path=segment.path, position=entry.position) from None
+        yield position, _last_offset(segment, position) if every else None
+        position += LOG_OVERHEAD + size
+
+
+def _last_offset(segment: SegmentFile, position: int) -> int:
+    """FileChannelRecordBatch.lastOffset: a V0/V1 entry's offset field; a V2 batch's base offset plus
+    its last offset delta from the 61-byte header, read from the file even past the batch's end."""
+    buf = segment.buffer
+    (offset,) = _INT64.unpack_from(buf, position)
+    if _magic(buf, position) < 2:
+        return offset
+    if position + _V2_HEADER_SIZE > segment.file_size:
+        raise CorruptDataError(f"Failed to read `record batch header` from file channel: expected to read "
+                               f"{_V2_HEADER_SIZE} bytes, but reached end of file after reading "
+                               f"{segment.file_size - position} bytes", path=segment.path, position=position)
+    (delta,) = _INT32.unpack_from(buf, position + _LAST_OFFSET_DELTA_AT)
+    return java_long(offset + delta)
+
+
+def _magic(buf, position: int) -> int:
+    magic = buf[position + 16]
+    return magic - 256 if magic > 127 else magic
+
+
+def _check_first_offset(segment: SegmentFile, position: int) -> None:
+    """FileRecords.searchForOffsetWithSize asks the batch it found for its baseOffset, which for a
+    V0/V1 wrapper is its first inner record's offset: a message set that cannot be read throws."""
+    if _magic(segment.buffer, position) >= 2:
         return
+    entry = next(segment.entries(position))
+    if isinstance(entry, BadEntry):
+        if segment.buffer[position + _LEGACY_ATTRIBUTES_AT] & 0x07 == 0:
+            return  # an uncompressed message is its own first record
+        raise KafkaLogError(f"reading the segment's next offset, the first offset of the V{entry.magic} wrapper at "
+                            f"{position}: {entry.error.message}", path=segment.path, position=position)
+    if entry.compression_id == 0:
+        return
+    try:
+        entry.base_offset
+    except (CorruptDataError, IndexError) as exc:
+        # a V0 wrapper is read lazily: a first record read is enough
+        if entry.magic == 0 and getattr(exc, "records_before", None):
+            return
+        raise KafkaLogError(f"reading the segment's next offset, the first offset of the V{entry.magic} "
+                            f"wrapper at {position}: {getattr(exc, 'message', None) or 'its message set is empty'}",
+                            path=segment.path, position=position) from None
 
 
 class _RecoveryWalk:
@@ -813,7 +887,7 @@ def starting_producer_state(partition: PartitionDir, base_offset: int,
         start = StartingState(ProducerState(), f"producer state replayed from offset {replay_from}", replay_from == 0)
     for segment in earlier:
         with SegmentFile(segment.log) as log:
-            _replay(log, start.state, replay_from, on_progress)
+            replay(log, start.state, replay_from, on_progress)
     return start
 
 
@@ -841,7 +915,8 @@ def _starting_point(partition: PartitionDir, base_offset: int):
     return snapshot, replay_from, earlier
 
 
-def _replay(log: SegmentFile, state: ProducerState, from_offset: int, on_progress: ProgressCallback | None) -> None:
+def replay(log: SegmentFile, state: ProducerState, from_offset: int = 0,
+           on_progress: ProgressCallback | None = None) -> None:
     """Advance the producer state through a segment that is not rebuilt (read only)."""
     for entry in log.entries():
         if isinstance(entry, BadEntry) or not entry.crc_valid:

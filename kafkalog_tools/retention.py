@@ -13,6 +13,11 @@ the log start offset to the next segment's base offset before the next pass runs
 offsets reach the high watermark is deleted, nor an empty last segment. Tiered storage (remote
 log) is not modelled. The same rules hold in 3.9 (whose changes concern tiered storage only). Nothing is
 written.
+
+The log is judged as Kafka 4.0's loader opens it after a clean shutdown (LogLoader.loadSegmentFiles
+and recoverLog; LogSegment.readNextOffset, FileRecords.searchForOffsetWithSize): a segment without its
+.index is recovered first, and the log end offset is read from the active segment's offset index's
+last entry on, so a big active segment is not read again and damage before that entry is not seen.
 """
 from __future__ import annotations
 
@@ -27,6 +32,7 @@ from .formats.logdir import PartitionDir, Segment
 from .formats.offset_index import OffsetIndex
 from .formats.segment import BadEntry, SegmentFile, offset_from_name
 from .formats.time_index import TimeIndex
+from .recovery import SegmentRecovery, read_next_offset, recover_segment, replay, starting_producer_state
 
 DEFAULT_RETENTION_MS = 7 * 24 * 60 * 60 * 1000  # retention.ms
 UNLIMITED = -1  # retention.bytes default; -1 also switches retention.ms off
@@ -40,24 +46,75 @@ FILE_DELETE_DELAY_MS = 60_000  # file.delete.delay.ms
 # ---------------------------------------------------------------------------------------------
 
 
-def segment_next_offset(log_path: str | os.PathLike, base_offset: int) -> tuple[int, str | None]:
-    """LogSegment.readNextOffset: one past the last offset of the last readable batch (the base
-    offset of an empty segment), and a note when damage cut the scan short."""
-    next_offset, note = base_offset, None
+def segment_next_offset(log_path: str | os.PathLike, base_offset: int,
+                        index_path: str | os.PathLike | None = None) -> int:
+    """LogSegment.readNextOffset: from the offset index's last entry (where Kafka's lookup of its
+    offset points; without an index, from the start) to the end of the file, the last batch's next
+    offset, or the base offset when no batch there reaches the entry's offset. Damage before the
+    entry is never read; damage after it that Kafka's reader throws on raises KafkaLogError."""
+    target, position = base_offset, 0
+    if index_path is not None:
+        index = OffsetIndex(index_path, base_offset)
+        target = index.last_offset()
+        position = index.search(target).position
     with SegmentFile(log_path) as log:
-        for entry in log.entries():
-            if isinstance(entry, BadEntry) or not entry.crc_valid:
-                note = f"{log.path}: byte {entry.position}: unreadable batch; the segment is read up to it"
-                break
-            next_offset = max(next_offset, entry.last_offset + 1)
-    return next_offset, note
+        return read_next_offset(log, target, position)
 
 
-def log_end_offset(segments: list[Segment]) -> tuple[int, list[str]]:
+@dataclass
+class LoadedLog:
+    """What Kafka's loader makes of a partition's segments when it opens the log after a clean
+    shutdown (LogLoader.load): a segment without its .index is recovered (LogSegment.recover: its
+    invalid tail cut off, its indexes rebuilt); the others are taken as they are; the log end
+    offset is the last segment's readNextOffset. `failure` is why Kafka cannot open the log at all
+    (its loader throws: the broker takes the log dir offline and no retention pass runs)."""
+
+    log_end_offset: int | None = None
+    recovered: dict[int, SegmentRecovery] = field(default_factory=dict)
+    """base offset -> the recovery of a segment that had no .index"""
+    failure: str | None = None
+
+
+def load_log(partition: PartitionDir, segments: list[Segment]) -> LoadedLog:
+    """LogLoader.loadSegmentFiles then recoverLog's readNextOffset, for the clean-shutdown path."""
+    loaded = LoadedLog()
+    try:
+        _recover_segments_without_index(partition, segments, loaded)
+        last = segments[-1]
+        recovered = loaded.recovered.get(last.base_offset)
+        if recovered is not None:
+            loaded.log_end_offset = recovered.next_offset
+        else:
+            loaded.log_end_offset = segment_next_offset(last.log, last.base_offset, last.index)
+    except KafkaLogError as exc:
+        loaded.failure = f"Kafka's loader cannot open the log: {exc}"
+    return loaded
+
+
+def _recover_segments_without_index(partition: PartitionDir, segments: list[Segment], loaded: LoadedLog) -> None:
+    """LogLoader.loadSegmentFiles: no .index (sanityCheck's NoSuchFileException) means recoverSegment,
+    with the producer state of the segments before it (what recovery throws, the loader does not
+    catch). The state is built once, from the first such segment on, and carried forward as the
+    snapshot recoverSegment takes after each recovery carries it."""
+    missing = [index for index, segment in enumerate(segments) if segment.index is None]
+    if not missing:
+        return
+    state = starting_producer_state(partition, segments[missing[0]].base_offset).state
+    for segment in segments[missing[0]:missing[-1] + 1]:
+        with SegmentFile(segment.log) as log:
+            if segment.index is not None:
+                replay(log, state)
+                continue
+            recovery = recover_segment(log, state)
+        if recovery.failure is not None:
+            raise recovery.failure
+        loaded.recovered[segment.base_offset] = recovery
+
+
+def log_end_offset(segments: list[Segment]) -> int:
     """The log end offset: the next offset of the last segment (LocalLog.logEndOffset)."""
     last = segments[-1]
-    next_offset, note = segment_next_offset(last.log, last.base_offset)
-    return next_offset, [note] if note else []
+    return segment_next_offset(last.log, last.base_offset, last.index)
 
 
 def largest_timestamp(segment: Segment) -> tuple[int, str]:
@@ -68,8 +125,9 @@ def largest_timestamp(segment: Segment) -> tuple[int, str]:
         last_entry, start = None, 0
         if segment.timeindex is not None:
             try:
-                entries = TimeIndex(segment.timeindex, segment.base_offset).entries()
-                last_entry = entries[-1] if entries else None
+                index = TimeIndex(segment.timeindex, segment.base_offset)
+                count = index.valid_count()
+                last_entry = index.entry(count - 1) if count else None
                 if last_entry is not None and segment.index is not None:
                     start = OffsetIndex(segment.index, segment.base_offset).lookup(last_entry.offset).position
             except KafkaLogError:
@@ -127,8 +185,9 @@ class SegmentVerdict:
     size: int
     largest_timestamp: int
     timestamp_source: str
-    upper_bound_offset: int
-    """The next segment's base offset, or the log end offset for the last segment."""
+    upper_bound_offset: int | None
+    """The next segment's base offset, or the log end offset for the last segment (None when Kafka
+    cannot open the log)."""
     deleted_by: str | None = None
     reason: str = ""
     kept_because: list[str] = field(default_factory=list)
@@ -180,6 +239,10 @@ class RetentionReport:
     rolled_at: int | None = None
     """The new segment's base offset: the log end offset, or the log start offset when the loader
     deletes every segment because the log start offset lies beyond the log's end."""
+    load_failure: str | None = None
+    """Why Kafka's loader cannot open the log (no retention pass runs), when it cannot."""
+    retention_failure: str | None = None
+    """Why Kafka's retention pass throws (it deletes nothing from the failing pass on), when it does."""
 
     @property
     def deleted(self) -> list[SegmentVerdict]:
@@ -204,32 +267,57 @@ def analyze_partition(partition: PartitionDir, settings: RetentionSettings | Non
         if s.log is None:
             report.notes.append(f"index files at base offset {s.base_offset} have no .log: Kafka's loader deletes "
                                 f"them as orphans")
-    report.log_end_offset, problems = log_end_offset(segments)
-    report.problems.extend(problems)
+    loaded = load_log(partition, segments)
+    report.log_end_offset = loaded.log_end_offset
     first = segments[0].base_offset
     if settings.log_start_offset is not None:
         report.log_start_offset, report.log_start_source = max(settings.log_start_offset, first), "--log-start-offset"
     else:
         report.log_start_offset, report.log_start_source = initial_log_start_offset(partition, first, report.problems)
+    snapshots = {offset_from_name(p): p for p in partition.snapshots}
+    for index, segment in enumerate(segments):
+        upper = segments[index + 1].base_offset if index + 1 < len(segments) else report.log_end_offset
+        recovered = loaded.recovered.get(segment.base_offset)
+        if recovered is not None:
+            size, (largest, source) = recovered.valid_bytes, _recovered_largest_timestamp(segment, recovered, now)
+            report.notes.append(f"{segment.log}: no .index: Kafka's loader recovers the segment"
+                                + (f", cutting it to {recovered.valid_bytes} bytes" if recovered.truncated_bytes else ""))
+        else:
+            size, (largest, source) = _size(segment.log), largest_timestamp(segment)
+        snapshot = snapshots.get(segment.base_offset)
+        report.segments.append(SegmentVerdict(segment.base_offset, str(segment.log), size, largest,
+                                              source, upper, snapshot=str(snapshot) if snapshot else None))
+    report.size = sum(s.size for s in report.segments)
+    if loaded.failure is not None:
+        report.problems.append(loaded.failure)
+        report.load_failure = loaded.failure
+        for verdict in report.segments:
+            verdict.kept_because.append("Kafka's loader cannot open the log: no retention pass runs")
+        return report
     if settings.high_watermark is not None:
         report.high_watermark = min(max(settings.high_watermark, report.log_start_offset), report.log_end_offset)
         report.high_watermark_source = "--high-watermark"
     else:
         report.high_watermark, report.high_watermark_source = initial_high_watermark(
             partition, report.log_start_offset, report.log_end_offset, report.problems)
-    snapshots = {offset_from_name(p): p for p in partition.snapshots}
-    for index, segment in enumerate(segments):
-        upper = segments[index + 1].base_offset if index + 1 < len(segments) else report.log_end_offset
-        largest, source = largest_timestamp(segment)
-        snapshot = snapshots.get(segment.base_offset)
-        report.segments.append(SegmentVerdict(segment.base_offset, str(segment.log), _size(segment.log), largest,
-                                              source, upper, snapshot=str(snapshot) if snapshot else None))
-    report.size = sum(s.size for s in report.segments)
     if report.log_start_offset > report.log_end_offset:
         _loader_deletes_everything(report)
     else:
         _run_passes(report)
     return report
+
+
+TRUNCATED_MTIME = "loading time (no timestamps; recovery cut the file, which sets its mtime)"
+
+
+def _recovered_largest_timestamp(segment: Segment, recovered: SegmentRecovery, now: int) -> tuple[int, str]:
+    """LogSegment.largestTimestamp after recover: the largest batch timestamp it read, else the .log
+    mtime, which the truncation sets to the moment the broker opens the log (taken as `now`)."""
+    if recovered.max_timestamp >= 0:
+        return recovered.max_timestamp, "batches (recovered: no .index)"
+    if recovered.truncated_bytes:
+        return now, TRUNCATED_MTIME
+    return _mtime_ms(segment.log), "file mtime (no timestamps)"
 
 
 def _loader_deletes_everything(report: RetentionReport) -> None:
@@ -252,13 +340,15 @@ def _run_passes(report: RetentionReport) -> None:
     cleanup policy includes delete."""
     settings, state = report.settings, _State(report)
     state.run(BY_START, _start_offset_predicate(state))
-    if DELETE in settings.cleanup_policy:
+    if report.retention_failure is not None:
+        pass
+    elif DELETE in settings.cleanup_policy:
         if settings.retention_bytes >= 0 and state.size() >= settings.retention_bytes:
             state.run(BY_SIZE, _size_predicate(state, state.size() - settings.retention_bytes))
         elif settings.retention_bytes >= 0:
             state.note_kept(f"size: the log ({state.size()} bytes) is below retention.bytes "
                             f"({settings.retention_bytes})")
-        if settings.retention_ms >= 0:
+        if settings.retention_ms >= 0 and report.retention_failure is None:
             state.run(BY_TIME, _time_predicate(report.now, settings.retention_ms))
     else:
         state.note_kept("size and time: cleanup.policy has no 'delete', only the log start offset applies")
@@ -304,6 +394,13 @@ class _State:
             deletable.append(segment)
         if not deletable:
             return
+        if len(deletable) == len(self.remaining) and (failure := self._roll_failure(max(0, log_end))):
+            for segment in deletable:
+                segment.deleted_by, segment.reason = None, ""
+                segment.kept_because.append(f"{reason}: it would go, but {failure}")
+            self.report.retention_failure = failure
+            self.report.problems.append(failure)
+            return
         if len(deletable) == len(self.remaining):
             self.report.rolled_empty_segment = True  # deleteSegments rolls a new active segment first
             self.report.rolled_at = log_end
@@ -311,6 +408,21 @@ class _State:
         else:
             self.log_start = max(self.log_start, self.remaining[len(deletable)].base_offset)
         self.remaining = self.remaining[len(deletable):]
+
+
+    def _roll_failure(self, offset: int) -> str | None:
+        """LocalLog.roll throws when a segment already starts at the new segment's offset (the log end
+        offset) or the active segment starts after it: deleteOldSegments fails, this pass and the
+        later ones delete nothing (a broker logs the error at every retention check)."""
+        active = self.remaining[-1].base_offset
+        if any(s.base_offset == offset for s in self.remaining):
+            why = f"segment {offset} already exists"
+        elif offset < active:
+            why = f"the active segment starts at {active}, after it"
+        else:
+            return None
+        return (f"Kafka's retention throws: every segment would go, and rolling a new segment at the log end "
+                f"offset {offset} fails because {why}")
 
 
 def _start_offset_predicate(state: _State):
@@ -351,6 +463,13 @@ def _time_predicate(now: int, retention_ms: int):
                                     f"({segment.timestamp_source}) is {age} ms old <= retention.ms {retention_ms}")
         return None
     return predicate
+
+
+def _mtime_ms(path) -> int:
+    try:
+        return os.stat(path).st_mtime_ns // 1_000_000
+    except OSError:
+        return 0
 
 
 def _size(path) -> int:
@@ -405,13 +524,12 @@ def _swap_actions(partition: PartitionDir, swaps: list[Path], problems: list[str
         base = offset_from_name(path)
         if base is None:
             continue
-        try:
-            upper, note = segment_next_offset(path, base)
+        index = path.with_name(path.name[:-len(".log.swap")] + ".index.swap")
+        try:  # LogSegment.open with the .swap suffix: its own .index.swap, else an empty new index
+            upper = segment_next_offset(path, base, index if index.is_file() else None)
         except KafkaLogError as exc:
             problems.append(str(exc))
-            upper, note = base, None
-        if note:
-            problems.append(note)
+            upper = base
         low = base if low is None else min(low, base)
         high = upper if high is None else max(high, upper)
     out = [Leftover(str(p), "swap", f"renamed to {p.name[:-len('.swap')]} at the next start (a cleaning or "

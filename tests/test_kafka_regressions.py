@@ -567,3 +567,101 @@ def test_a_marker_kafka_cannot_read_fails_dump_and_recovery_and_cleaning_as_kafk
         else:
             assert (result.exit_code, summary["would_clean"]) == (1, False), result.output
             assert kafka_says in summary["problems"][0]
+
+def _indexed_partition(tmp_path, segments: list[tuple[int, int]]):
+    """A partition of one-record batches of 100 bytes (segment base offset, batches), every batch
+    indexed (index.interval.bytes 1), all files' mtimes T0."""
+    import os
+
+    partition = tmp_path / "t-0"
+    partition.mkdir()
+    for base, count in segments:
+        (partition / f"{base:020d}.log").write_bytes(b"".join(
+            build_batch(base + n, [build_record(0, 0, b"k%d" % n, b"v" * 30)], base_timestamp=T0 + base + n,
+                        max_timestamp=T0 + base + n) for n in range(count)))
+    result = CliRunner().invoke(cli, ["rebuild-index", "--no-backup", "--index-interval-bytes", "1", "--format", "json",
+                                      str(partition)])
+    assert result.exit_code == 0, result.output
+    for path in partition.iterdir():
+        os.utime(path, ns=(T0 * 1_000_000, T0 * 1_000_000))
+    return partition
+
+
+def _damage(log, change) -> None:
+    import os
+
+    data = bytearray(log.read_bytes())
+    change(data)
+    log.write_bytes(bytes(data))
+    os.utime(log, ns=(T0 * 1_000_000, T0 * 1_000_000))
+
+
+def _retention(partition, *options):
+    import json
+
+    result = CliRunner().invoke(cli, ["retention", "--format", "json", "--now", str(T0 + 100), *options, str(partition)])
+    objects = [json.loads(line) for line in result.stdout.splitlines()]
+    return result.exit_code, objects[-1], [o for o in objects if o["type"] == "segment"]
+
+
+def test_the_log_end_offset_is_read_from_the_offset_indexs_last_entry(tmp_path):
+    """LogSegment.readNextOffset reads from the position of the offset index's last entry: zeros over
+    batch 1 of 5, before that entry, are never read. Kafka's retain: log end offset 5, loaded fine (we
+    scanned from byte 0, stopped at the zeros: log end offset 1 and a problem)."""
+    partition = _indexed_partition(tmp_path, [(0, 5)])
+    _damage(partition / "00000000000000000000.log", lambda data: data.__setitem__(slice(100, 120), bytes(20)))
+    code, summary, _ = _retention(partition)
+    assert (code, summary["log_end_offset"], summary["problems"]) == (0, 5, [])
+
+
+def test_the_log_end_offset_counts_a_batch_whose_crc_is_wrong(tmp_path):
+    """readNextOffset checks no CRC: the last batch, one value byte flipped, still ends the log
+    (Kafka's retain: 3). Without the segment's .index the loader recovers it first, which cuts that
+    batch: log end offset 2, the segment 200 bytes."""
+    partition = _indexed_partition(tmp_path, [(0, 3)])
+    _damage(partition / "00000000000000000000.log", lambda data: data.__setitem__(-3, data[-3] ^ 0xFF))
+    code, summary, segments = _retention(partition)
+    assert (code, summary["log_end_offset"], segments[0]["size"]) == (0, 3, 300)
+    (partition / "00000000000000000000.index").unlink()
+    code, summary, segments = _retention(partition)
+    assert (code, summary["log_end_offset"], segments[0]["size"]) == (0, 2, 200)
+    assert "no .index: Kafka's loader recovers the segment, cutting it to 200 bytes" in summary["notes"][0]
+
+
+def test_an_index_entry_past_the_end_of_the_log_makes_the_log_end_the_base_offset(tmp_path):
+    """The active log cut before its index's last entry: no batch from that position, readNextOffset
+    answers the segment's base offset (Kafka's retain: log end offset 3 with 110 bytes in segment 3).
+    With retention.bytes 0 every segment would go, but rolling a new segment at 3 throws ('Trying to
+    roll a new log segment ... while it already exists'): nothing is deleted (seed 1, retention case 1)."""
+    partition = _indexed_partition(tmp_path, [(0, 3), (3, 3)])
+    _damage(partition / "00000000000000000003.log", lambda data: data.__delitem__(slice(110, None)))
+    code, summary, _ = _retention(partition)
+    assert (code, summary["log_end_offset"], summary["problems"]) == (0, 3, [])
+    code, summary, segments = _retention(partition, "--retention-bytes", "0")
+    assert code == 1 and not [s for s in segments if s["deleted"]]
+    assert summary["problems"] == ["Kafka's retention throws: every segment would go, and rolling a new segment at the "
+                                   "log end offset 3 fails because segment 3 already exists"]
+
+
+def test_a_zero_filled_tail_after_the_last_index_entry_fails_kafkas_loader(tmp_path):
+    """readNextOffset reads the zeros as an entry of size 0: CorruptRecordException ('Found record size 0
+    smaller than minimum record overhead (14)'), Kafka's retain fails opening the log."""
+    partition = _indexed_partition(tmp_path, [(0, 3)])
+    _damage(partition / "00000000000000000000.log", lambda data: data.extend(bytes(30)))
+    code, summary, segments = _retention(partition, "--retention-bytes", "0")
+    assert code == 1 and not [s for s in segments if s["deleted"]]
+    assert "Kafka's loader cannot open the log" in summary["problems"][0]
+    assert "byte 300: Found record size 0 smaller than minimum record overhead (14)" in summary["problems"][0]
+
+
+def test_the_index_lookup_is_kafkas_binary_search_even_where_the_offsets_do_not_increase(tmp_path):
+    """OffsetIndex.lookup of the last offset (5) on entries (5, 9999), (1, 100), (5, 500): Kafka's
+    search of slots [0, 0] stops at slot 0, whose position lies past the log's end, so readNextOffset
+    answers the base offset (Kafka's retain: log end offset 0); the last entry's own position would
+    give 6."""
+    from kafkalog_tools.formats import offset_index
+
+    partition = _indexed_partition(tmp_path, [(0, 6)])
+    (partition / "00000000000000000000.index").write_bytes(offset_index.build([(5, 9999), (1, 100), (5, 500)], 0))
+    code, summary, _ = _retention(partition)
+    assert (code, summary["log_end_offset"]) == (0, 0)

@@ -155,14 +155,15 @@ def test_damaged_input_is_a_located_problem_not_a_traceback(tmp_path):
     copy = tmp_path / "events-0"
     shutil.copytree(EVENTS, copy)
     last = copy / "00000000000000000040.log"
-    data = bytearray(last.read_bytes())
-    data[70] ^= 0xFF  # inside the first batch's CRC-covered bytes
-    last.write_bytes(bytes(data))
+    size = last.stat().st_size
+    with last.open("ab") as out:
+        out.write(bytes(20))  # a zero-filled tail: the loader's readNextOffset throws on its size 0
     (tmp_path / "log-start-offset-checkpoint").write_text("0\n1\nevents 0\n")  # malformed line
-    result, objects = run("--now", T0, copy)
+    result, objects = run("--now", T0 + 9 * DAY, copy)
     assert result.exit_code == 1
     problems = summary(objects)["problems"]
-    assert any("00000000000000000040.log: byte 0" in p for p in problems)
+    assert any(f"00000000000000000040.log: byte {size}: Found record size 0" in p for p in problems)
+    assert not [o for o in objects if o["type"] == "segment" and o["deleted"]]  # Kafka never gets to retention
     assert any("log-start-offset-checkpoint" in p and "Malformed line 3" in p for p in problems)
 
 

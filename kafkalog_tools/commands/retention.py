@@ -61,7 +61,13 @@ def command(paths, now, retention_ms, retention_bytes, log_start_offset, high_wa
 
     PATH is a partition directory or a log directory (each of its partitions). Nothing is written.
 
-    Exit codes: 0 analysed; 1 a checkpoint or segment could not be read; 2 usage error, I/O error or out of memory.
+    The log end offset is what Kafka's loader reads after a clean shutdown: from the active segment's
+    offset index's last entry to the end (damage before it is not read); a segment without .index is
+    recovered first. Where Kafka's loader or retention pass would throw, that is said and nothing
+    is deleted.
+
+    Exit codes: 0 analysed; 1 a checkpoint or segment could not be read, or Kafka would throw; 2 usage error, I/O
+    error or out of memory.
     """
     output_format = choose_format(output_format, tty_default="text")
     settings = retention.RetentionSettings(now, retention_ms, retention_bytes, log_start_offset, high_watermark,
@@ -110,6 +116,9 @@ def report_objects(report: retention.RetentionReport) -> list[dict]:
 
 
 def _summary_text(report: retention.RetentionReport) -> str:
+    if report.load_failure is not None:
+        return (f"{report.name}: Kafka's loader cannot open the log, no retention pass runs; "
+                f"{len(report.segments)} segments ({report.size} bytes) kept")
     return (f"{report.name}: {len(report.deleted)} of {len(report.segments)} segments deleted "
             f"({sum(s.size for s in report.deleted)} of {report.size} bytes); log start offset "
             f"{report.log_start_offset} ({report.log_start_source}) -> {report.new_log_start_offset}; "

@@ -15,7 +15,9 @@ fully determined by (run seed, kind, case number, seed files). Kinds:
 - `recover`: `kafkalog rebuild-index [--truncate]` on a copy against Kafka's `LogSegment.recover`
   (`kafka-oracle recover`): the same bytes in every .log, .index, .timeindex and .txnindex.
 - `retention`: `kafkalog retention` against `UnifiedLog.deleteOldSegments` (`kafka-oracle retain`):
-  the same segments deleted for the same reasons, the same new log start offset.
+  the same segments deleted for the same reasons, the same new log start offset, the same segments
+  as loaded and log end offset; half the partitions damaged first (`damage_partition`), and where
+  Kafka's loader or retention pass throws, ours says which.
 - `compaction`: `kafkalog compaction --simulate` against one pass of Kafka's cleaner (`kafka-oracle
   clean`): the same cleanable range and decision, the same segments after with the same batches and
   records, the same bytes where nothing is compressed.
@@ -41,6 +43,7 @@ from ..errors import KafkaLogError
 from ..formats.logdir import CLEAN_SHUTDOWN
 from ..formats.segment import BadEntry, SegmentFile, Stop
 from ..payloads.transaction_state import TransactionState
+from ..retention import TRUNCATED_MTIME
 from . import cases, oracle
 from .runner import _on_alarm, run_in_process
 
@@ -516,11 +519,13 @@ def _describe_bytes(data: bytes | None) -> str:
 DAY = 86_400_000
 
 
-def keyed_partition(rng: random.Random, directory: Path, codecs_allowed: tuple[int, ...] = (0, 1, 2, 3, 4)) -> dict:
+def keyed_partition(rng: random.Random, directory: Path, codecs_allowed: tuple[int, ...] = (0, 1, 2, 3, 4),
+                    index_interval_bytes: int = 4096) -> dict:
     """A partition of 1-6 V2 segments with keys from a small key space, tombstones, transactions
     (committed and aborted, with their markers) and timestamps spread over days (file modification
-    times set to each segment's last timestamp); indexes written by our rebuild-index (both sides
-    read the same ones). Returns what was generated: segment base offsets and the time span."""
+    times set to each segment's last timestamp); indexes written by our rebuild-index every
+    `index_interval_bytes` (both sides read the same ones). Returns what was generated: segment
+    base offsets and the time span."""
     from ..formats.control import CONTROL_KEY, END_TXN_MARKER
     from ..formats.record_batch import ATTR_CONTROL, ATTR_TRANSACTIONAL, build_batch, build_record
 
@@ -562,8 +567,8 @@ def keyed_partition(rng: random.Random, directory: Path, codecs_allowed: tuple[i
         log = directory / f"{bases[-1]:020d}.log"
         log.write_bytes(bytes(data))
         os.utime(log, ns=(timestamp * 1_000_000, timestamp * 1_000_000))
-    result, _, err = run_in_process(["rebuild-index", "--no-backup", "--format", "json", os.fspath(directory)],
-                                    TIME_LIMIT)
+    result, _, err = run_in_process(["rebuild-index", "--no-backup", "--format", "json", "--index-interval-bytes",
+                                     str(index_interval_bytes), os.fspath(directory)], TIME_LIMIT)
     if result.code != 0:
         raise RuntimeError(f"rebuild-index of a generated partition: exit {result.code}: {err[-500:]}")
     for log in directory.glob("*.log"):  # indexes get the time of their segment, as a broker leaves them
@@ -571,6 +576,73 @@ def keyed_partition(rng: random.Random, directory: Path, codecs_allowed: tuple[i
         for index in directory.glob(log.stem + ".*"):
             os.utime(index, ns=(stamp, stamp))
     return {"bases": bases, "log_end_offset": offset, "last_timestamp": timestamp}
+
+
+DAMAGES = ("none", "none", "none", "cut tail", "garbage tail", "zero tail", "bit flip",
+           "garbage before the last index entry", "index past the log", "index behind the log", "garbage in the index",
+           "index zero-filled tail", "no active .index", "no .index")
+
+
+def damage_partition(rng: random.Random, directory: Path) -> tuple[str, str]:
+    """Damage a generated partition as a crash, a disk or a copy taken while the broker ran does: the
+    active segment's tail cut, garbage or zeros after it, a flipped bit, garbage before its offset
+    index's last entry, an index that points past the log or stops short of it, garbage in the
+    index, a preallocated index's zero tail, a missing .index (the active one or another). Modification times are kept.
+    Returns the kind of damage ("none" when the drawn kind did not apply) and what was done."""
+    logs = sorted(directory.glob("*.log"))
+    active = logs[-1]
+    kind = rng.choice(DAMAGES)
+    stamp = active.stat().st_mtime_ns
+    data = bytearray(active.read_bytes())
+    index = active.with_suffix(".index")
+    entries = index.read_bytes() if index.exists() else b""
+    last_position = int.from_bytes(entries[-4:], "big") if entries else 0
+    what = kind
+    if kind == "cut tail" and data:
+        cut = rng.randrange(max(0, len(data) - 200), len(data))
+        del data[cut:]
+        what = f"{kind} at {cut}"
+    elif kind in ("garbage tail", "zero tail"):
+        extra = rng.randbytes(rng.randrange(1, 120)) if kind == "garbage tail" else bytes(rng.randrange(1, 80))
+        data += extra
+        what = f"{kind} of {len(extra)} bytes"
+    elif kind == "bit flip" and data:
+        bit = rng.randrange(len(data) * 8)
+        data[bit // 8] ^= 1 << (bit % 8)
+        what = f"{kind} at byte {bit // 8}"
+    elif kind == "garbage before the last index entry" and last_position > 0:
+        start = rng.randrange(last_position)
+        length = min(rng.randrange(1, 40), last_position - start)
+        data[start:start + length] = rng.randbytes(length)
+        what = f"{kind} ({last_position}): {length} bytes at {start}"
+    elif kind == "index past the log" and last_position > 0:
+        cut = rng.randrange(last_position)
+        del data[cut:]
+        what = f"{kind}: the log cut at {cut}, the index's last entry at {last_position}"
+    elif kind == "index behind the log" and len(entries) >= 8:
+        index.write_bytes(entries[:rng.randrange(0, len(entries) // 8) * 8])
+        what = f"{kind}: {len(entries) // 8} entries cut to {index.stat().st_size // 8}"
+    elif kind == "garbage in the index" and entries:
+        garbled = bytearray(entries)
+        start = rng.randrange(len(garbled))
+        length = min(rng.randrange(1, 24), len(garbled) - start)
+        garbled[start:start + length] = rng.randbytes(length)
+        index.write_bytes(bytes(garbled))
+        what = f"{kind}: {length} bytes at {start} of {len(entries)}"
+    elif kind == "index zero-filled tail":
+        index.write_bytes(entries + bytes(8 * rng.randrange(1, 64)))
+    elif kind == "no active .index":
+        index.unlink(missing_ok=True)
+    elif kind == "no .index":
+        victim = rng.choice(logs).with_suffix(".index")
+        victim.unlink(missing_ok=True)
+        what = f"{kind}: {victim.name}"
+    else:
+        return "none", "none"
+    active.write_bytes(bytes(data))
+    for path in directory.glob(active.stem + ".*"):
+        os.utime(path, ns=(stamp, stamp))
+    return kind, what
 
 
 KAFKA_REASONS = {"start-offset": "log-start-offset", "size": "size", "time": "time"}
@@ -583,22 +655,35 @@ def compare_retention(partition: Path, options: dict, orc: oracle.Oracle, report
             "--retention-bytes", str(options["retention_bytes"]), "--log-start-offset", str(options["log_start_offset"])]
     code, objects = orc("retain", partition, *argv, "--config", f"cleanup.policy={options['cleanup_policy']}")
     summary = objects[-1] if objects else {}
-    if code != 0 or summary.get("type") != "retain" or summary.get("outcome") != "ok":
-        return [f"Kafka's retention failed: {summary}"]
+    if code != 0 or summary.get("type") != "retain":
+        return [f"the oracle failed: {summary}"]
     result, out, err = run_in_process(["retention", "--format", "json", "--cleanup-policy", options["cleanup_policy"],
                                        *argv, os.fspath(partition)], TIME_LIMIT)
-    if result.failure or result.code != 0:
-        return [f"our retention failed: exit {result.code} {result.failure or ''} {err[-500:]}"]
-    ours = [json.loads(line) for line in out.splitlines()]
+    ours = [json.loads(line) for line in out.splitlines()] if not result.failure else []
+    ours_summary = next((o for o in ours if o["type"] == "retention_summary"), None)
+    if summary.get("outcome") != "ok":
+        # Kafka's loader throws (stage "open": the broker cannot open the log) or its retention pass does
+        # (stage "deleteOldSegments": rolling the new segment fails); ours must say which (exit 1)
+        exception, stage = summary.get("exception", {}), summary.get("stage")
+        report.count(f"retentions where Kafka throws in {stage}")
+        said = {"open": "Kafka's loader cannot open", "deleteOldSegments": "Kafka's retention throws"}.get(stage)
+        failure = said and ours_summary and next((p for p in ours_summary["problems"] if said in p), None)
+        if result.code != 1 or not failure:
+            return [f"Kafka throws ({stage}: {exception.get('class')}: {exception.get('message')}); ours: exit "
+                    f"{result.code}, {failure or 'no such failure'} {err[-300:]} ({options})"]
+        return []
+    if result.failure or result.code != 0 or ours_summary is None:
+        return [f"our retention failed: exit {result.code} {result.failure or ''} {err[-500:]} "
+                f"{ours_summary and ours_summary['problems']}"]
     ours_deleted = [(o["base_offset"], o["deleted_by"]) for o in ours if o["type"] == "segment" and o["deleted"]]
     theirs_deleted = [(o["baseOffset"], KAFKA_REASONS.get(o["reason"], o["reason"]))
                       for o in objects if o["type"] == "deleted-segment"]
-    ours_summary = next(o for o in ours if o["type"] == "retention_summary")
     report.count("segments judged", len(summary.get("segmentsBefore", [])))
     report.count("segments deleted", len(theirs_deleted))
     found = []
-    if any("Deleting all segments because logEndOffset" in (line.get("message") or "")
-           for line in summary.get("kafkaLog", [])):
+    loader_deleted_all = any("Deleting all segments because logEndOffset" in (line.get("message") or "")
+                             for line in summary.get("kafkaLog", []))
+    if loader_deleted_all:
         # the log start offset lies past the log's end: Kafka's loader deletes every segment before the
         # retention pass runs, and starts an empty one; ours says the log start offset deletes them
         theirs_deleted = [(o["base_offset"], "log-start-offset") for o in ours if o["type"] == "segment"]
@@ -615,6 +700,19 @@ def compare_retention(partition: Path, options: dict, orc: oracle.Oracle, report
     if ours_summary["new_log_start_offset"] != summary["logStartOffset"]:
         found.append(f"log start offset after: ours {ours_summary['new_log_start_offset']} vs Kafka "
                      f"{summary['logStartOffset']} ({options})")
+    if loader_deleted_all:
+        return found  # the segments before are the loader's new one, and the log end is the log start
+    # a file recovery cut has the wall clock's mtime in Kafka's run: its timestamp is not compared
+    cut = {o["base_offset"] for o in ours if o["type"] == "segment" and o["timestamp_source"] == TRUNCATED_MTIME}
+    loaded = [(s["baseOffset"], s["size"], None if s["baseOffset"] in cut else s["largestTimestamp"])
+              for s in summary.get("segmentsBefore", [])]
+    ours_loaded = [(o["base_offset"], o["size"], None if o["base_offset"] in cut else o["largest_timestamp"])
+                   for o in ours if o["type"] == "segment"]
+    if loaded != ours_loaded:
+        found.append(f"segments as loaded (base, size, largest timestamp): ours {ours_loaded} vs Kafka {loaded}")
+    if ours_summary["log_end_offset"] != summary["logEndOffset"]:
+        found.append(f"log end offset: ours {ours_summary['log_end_offset']} vs Kafka {summary['logEndOffset']} "
+                     f"({options})")
     return found
 
 
@@ -771,8 +869,15 @@ class Runner:
         rng = random.Random(f"{self.run_seed}:kafka-retention:{number}")
         root = self.work_dir / f"retention-{number}"
         shutil.rmtree(root, ignore_errors=True)
-        generated = keyed_partition(rng, root / "logs" / "keyed-0")
-        params = {"file": "logs/keyed-0", **retention_options(rng, generated)}
+        damaged = rng.random() < 0.5
+        generated = keyed_partition(rng, root / "logs" / "keyed-0",
+                                    index_interval_bytes=rng.choice((1, 100, 1024)) if damaged else 4096)
+        damages = [damage_partition(rng, root / "logs" / "keyed-0") for _ in range(damaged + (rng.random() < 0.4))]
+        damages = [(kind, what) for kind, what in damages if kind != "none"]
+        for kind, _ in damages:
+            self.report.count(f"retentions on a damaged partition: {kind}")
+        damage = "; ".join(what for _, what in damages) or "none"
+        params = {"file": "logs/keyed-0", "damage": damage, **retention_options(rng, generated)}
         found = compare_retention(root / params["file"], params, self.oracle, self.report)
         self._tally("retention")
         differences = self._differences("retention", number, found, root, params)

@@ -245,7 +245,7 @@ def _retention(view: PartitionView) -> Iterator[str]:
     yield (f'<h3>retention at {escape(svg.iso(report.now))}</h3><p>retention.ms {settings.retention_ms}, '
            f'retention.bytes {settings.retention_bytes}: {len(deleted)} of {len(report.segments)} segments go '
            f'({sum(s.size for s in deleted):,} of {report.size:,} bytes); log start offset '
-           f'{report.log_start_offset} &#8594; {report.new_log_start_offset}</p>')
+           f'{report.log_start_offset} &#8594; {_text(report.new_log_start_offset)}</p>')
     kept = [s for s in report.segments if not s.deleted][:1]
     rows = deleted[:MAX_SEGMENT_ROWS] + kept
     if rows:
