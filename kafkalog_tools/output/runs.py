@@ -46,12 +46,17 @@ def rendered(run: d.BatchRun, render: Callable, size: Callable[[RunArrays], int]
     batches = columns.batches
     state = np.zeros(bulk_scan.RENDER_STATE, dtype=np.int64)
     capacity = size(columns)
-    parts = []
+    parts, out = [], None
     while state[bulk_scan.RENDER_BATCH] < batches.shape[1]:
-        out = np.empty(capacity, dtype=np.uint8)  # a new one each call: the parts are views of the ones before
+        if out is None:
+            out = np.empty(capacity, dtype=np.uint8)
         render(columns, out, state)
         written, b = int(state[bulk_scan.RENDER_WRITTEN]), int(state[bulk_scan.RENDER_BATCH])
-        parts.append(memoryview(out)[:written])
+        if 4 * written >= capacity:  # a view, and the next call a new buffer: the view holds this one
+            parts.append(memoryview(out)[:written])
+            out = None
+        elif written:  # a copy, so that a run of refused batches does not hold a buffer each
+            parts.append(out[:written].tobytes())
         if state[bulk_scan.RENDER_REFUSED]:
             r = int(state[bulk_scan.RENDER_RECORD])
             count = max(int(batches[bulk_scan.B_COUNT, b]), 0) if columns.deep else 0
@@ -59,4 +64,5 @@ def rendered(run: d.BatchRun, render: Callable, size: Callable[[RunArrays], int]
             state[bulk_scan.RENDER_BATCH], state[bulk_scan.RENDER_RECORD] = b + 1, r + count
         elif not written:  # a batch whose lines may not fit in the buffer
             capacity *= 2
+            out = None
     return parts[0] if len(parts) == 1 else b"".join(parts)
