@@ -271,12 +271,8 @@ def analyze_partition(partition: PartitionDir, settings: CompactionSettings | No
         report.problems.append(f"Kafka's loader cannot read the log end offset ({exc}); taken as the next offset of "
                                f"the last batch read: {report.log_end_offset}")
     report.log_start_offset, _ = initial_log_start_offset(partition, segments[0].base_offset, report.problems)
-    if settings.high_watermark is not None:
-        report.high_watermark = min(max(settings.high_watermark, report.log_start_offset), report.log_end_offset)
-        report.high_watermark_source = "--high-watermark"
-    else:
-        report.high_watermark, report.high_watermark_source = initial_high_watermark(
-            partition, report.log_start_offset, report.log_end_offset, report.problems)
+    report.high_watermark, report.high_watermark_source = initial_high_watermark(
+        partition, settings.high_watermark, report.log_start_offset, report.log_end_offset, report.problems)
     state, aborted = _producer_state(partition, read, report)
     if not partition.snapshots and (partition.path.parent / CLEAN_SHUTDOWN).exists():
         # UnifiedLog.rebuildProducerState: after a clean shutdown, with no snapshot to load, Kafka snapshots

@@ -183,9 +183,13 @@ def initial_log_start_offset(partition: PartitionDir, first_base: int, problems:
     return first_base, "first segment's base offset"
 
 
-def initial_high_watermark(partition: PartitionDir, log_start: int, log_end: int, problems: list[str]) -> tuple[int, str]:
-    """Partition.createLog + UnifiedLog.updateHighWatermark: the replication-offset-checkpoint entry
-    clamped to [log start, log end]. Without an entry we assume a fully replicated log (log end)."""
+def initial_high_watermark(partition: PartitionDir, given: int | None, log_start: int, log_end: int,
+                           problems: list[str]) -> tuple[int, str]:
+    """Partition.createLog + UnifiedLog.updateHighWatermark: the high watermark `given`
+    (--high-watermark), else the replication-offset-checkpoint entry, clamped to [log start, log end].
+    Without either we assume a fully replicated log (log end)."""
+    if given is not None:
+        return min(max(given, log_start), log_end), "--high-watermark"
     recorded = checkpointed(partition, "replication-offset-checkpoint", problems)
     if recorded is None:
         return log_end, "assumed = log end offset (no replication-offset-checkpoint entry)"
@@ -313,12 +317,8 @@ def analyze_partition(partition: PartitionDir, settings: RetentionSettings | Non
         for verdict in report.segments:
             verdict.kept_because.append("Kafka's loader cannot open the log: no retention pass runs")
         return report
-    if settings.high_watermark is not None:
-        report.high_watermark = min(max(settings.high_watermark, report.log_start_offset), report.log_end_offset)
-        report.high_watermark_source = "--high-watermark"
-    else:
-        report.high_watermark, report.high_watermark_source = initial_high_watermark(
-            partition, report.log_start_offset, report.log_end_offset, report.problems)
+    report.high_watermark, report.high_watermark_source = initial_high_watermark(
+        partition, settings.high_watermark, report.log_start_offset, report.log_end_offset, report.problems)
     if report.log_start_offset > report.log_end_offset:
         _loader_deletes_everything(report)
     else:
