@@ -144,6 +144,16 @@ def largest_timestamp(segment: Segment) -> tuple[int, str]:
         return log.mtime_ms, "file mtime (no timestamps)"
 
 
+def _loaded_largest_timestamp(segment: Segment) -> tuple[int, str]:
+    """`largest_timestamp` of a segment Kafka's loader opened without recovering it (it has its
+    .index): a missing .timeindex is then created empty (LogSegment.sanityCheck resizes it to 0),
+    so Kafka's largestTimestamp falls back to the .log mtime (found by the differential run)."""
+    if segment.timeindex is None:
+        with SegmentFile(segment.log) as log:
+            return log.mtime_ms, "file mtime (no .timeindex: Kafka's loader starts an empty one)"
+    return largest_timestamp(segment)
+
+
 def _largest_batch_timestamp(log: SegmentFile, start: int) -> int:
     """The largest max timestamp of the batches from `start` up to the first unreadable one (-1 for
     none): in bulk by the compiled scan where it pays (it stops where it cannot vouch for a batch),
@@ -306,7 +316,7 @@ def analyze_partition(partition: PartitionDir, settings: RetentionSettings | Non
             report.notes.append(f"{segment.log}: no .index: Kafka's loader recovers the segment"
                                 + (f", cutting it to {recovered.valid_bytes} bytes" if recovered.truncated_bytes else ""))
         else:
-            size, (largest, source) = _size(segment.log), largest_timestamp(segment)
+            size, (largest, source) = _size(segment.log), _loaded_largest_timestamp(segment)
         snapshot = snapshots.get(segment.base_offset)
         report.segments.append(SegmentVerdict(segment.base_offset, str(segment.log), size, largest,
                                               source, upper, snapshot=str(snapshot) if snapshot else None))

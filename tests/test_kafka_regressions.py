@@ -665,3 +665,25 @@ def test_the_index_lookup_is_kafkas_binary_search_even_where_the_offsets_do_not_
     (partition / "00000000000000000000.index").write_bytes(offset_index.build([(5, 9999), (1, 100), (5, 500)], 0))
     code, summary, _ = _retention(partition)
     assert (code, summary["log_end_offset"]) == (0, 0)
+
+
+def test_a_segment_without_its_time_index_is_as_old_as_its_log_file(tmp_path):
+    """LogSegment.sanityCheck: an offset index without its time index gets an empty one, and no
+    recovery, so largestTimestamp is the .log mtime (Kafka's retain: 1700000000000 on seed 77's
+    cases; we took the batches' maximum)."""
+    import json
+    import os
+
+    partition = tmp_path / "t-0"
+    partition.mkdir()
+    for base in (0, 3):
+        (partition / f"{base:020d}.log").write_bytes(b"".join(
+            build_batch(base + n, [build_record(0, 0, b"k", b"v")], base_timestamp=T0 + 5000 + base + n,
+                        max_timestamp=T0 + 5000 + base + n) for n in range(3)))
+    assert CliRunner().invoke(cli, ["rebuild-index", "--no-backup", str(partition)]).exit_code == 0
+    (partition / f"{0:020d}.timeindex").unlink()
+    os.utime(partition / f"{0:020d}.log", ns=(T0 * 1_000_000, T0 * 1_000_000))
+    result = CliRunner().invoke(cli, ["retention", "--format", "json", "--now", str(T0 + 10_000), str(partition)])
+    segments = [o for o in map(json.loads, result.stdout.splitlines()) if o["type"] == "segment"]
+    assert [(s["base_offset"], s["largest_timestamp"]) for s in segments] == [(0, T0), (3, T0 + 5005)]
+    assert "mtime" in segments[0]["timestamp_source"]

@@ -580,14 +580,15 @@ def keyed_partition(rng: random.Random, directory: Path, codecs_allowed: tuple[i
 
 DAMAGES = ("none", "none", "none", "cut tail", "garbage tail", "zero tail", "bit flip",
            "garbage before the last index entry", "index past the log", "index behind the log", "garbage in the index",
-           "index zero-filled tail", "no active .index", "no .index")
+           "index zero-filled tail", "no active .index", "no .index", "no .timeindex")
 
 
 def damage_partition(rng: random.Random, directory: Path) -> tuple[str, str]:
     """Damage a generated partition as a crash, a disk or a copy taken while the broker ran does: the
     active segment's tail cut, garbage or zeros after it, a flipped bit, garbage before its offset
     index's last entry, an index that points past the log or stops short of it, garbage in the
-    index, a preallocated index's zero tail, a missing .index (the active one or another). Modification times are kept.
+    index, a preallocated index's zero tail, a missing .index (the active one or another) or .timeindex.
+    Modification times are kept.
     Returns the kind of damage ("none" when the drawn kind did not apply) and what was done."""
     logs = sorted(directory.glob("*.log"))
     active = logs[-1]
@@ -633,8 +634,8 @@ def damage_partition(rng: random.Random, directory: Path) -> tuple[str, str]:
         index.write_bytes(entries + bytes(8 * rng.randrange(1, 64)))
     elif kind == "no active .index":
         index.unlink(missing_ok=True)
-    elif kind == "no .index":
-        victim = rng.choice(logs).with_suffix(".index")
+    elif kind in ("no .index", "no .timeindex"):
+        victim = rng.choice(logs).with_suffix(kind[3:])
         victim.unlink(missing_ok=True)
         what = f"{kind}: {victim.name}"
     else:
