@@ -147,6 +147,25 @@ def test_unreadable_control_records_read_dumped_recovered_and_cleaned_as_kafkas(
     assert threw and report.details.get("cleanings Kafka failed", 0) == (1 if where == 0 else 0)
 
 
+@pytest.mark.parametrize("offset, kafka_reads_leftovers", [(b"\x01\x00", False), (b"\x00\x00", True)])
+def test_an_lz4_match_at_offset_0_is_not_compared(tmp_path, offset, kafka_reads_leftovers):
+    """Invalid LZ4 that lz4-java copies from its reused buffer (seed 1125, case 115): such a case is
+    counted, not compared; a valid match is compared as ever."""
+    import struct
+
+    from kafkalog_tools.codecs import lz4_codec
+    from tests.test_hostile_dump import FIRST, raw_batch
+
+    block = b"\x14a" + offset + b"\x50bcdef"  # literal a, a match of 8, literals bcdef
+    frame = bytearray(struct.pack("<IBB", lz4_codec.FRAME_MAGIC, 0x60, 0x40))
+    frame.append(lz4_codec.header_checksum(bytes(frame), 6, 2))
+    frame += struct.pack("<I", len(block)) + block + bytes(4)
+    partition = tmp_path / "t-0"
+    partition.mkdir()
+    (partition / "00000000000000000000.log").write_bytes(FIRST + raw_batch(bytes(frame), codec=3))
+    assert against_kafka.lz4_reads_leftovers(partition) is kafka_reads_leftovers
+
+
 def test_oracle_absent_is_a_clear_reason(monkeypatch, tmp_path):
     monkeypatch.setenv(oracle.HOME_VARIABLE, os.fspath(tmp_path / "nowhere"))
     reason = oracle.unavailable()

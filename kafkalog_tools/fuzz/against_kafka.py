@@ -39,6 +39,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..codecs.lz4_codec import FRAME_MAGIC
 from ..errors import KafkaLogError
 from ..formats.logdir import CLEAN_SHUTDOWN
 from ..formats.segment import BadEntry, SegmentFile, Stop
@@ -277,6 +278,62 @@ def _compare_record(record, kafka_record: dict, magic: int, decode: str | None, 
     if mismatch is None and decode is not None and "decoded" in kafka_record:
         mismatch = compare_payload(decode, record, kafka_record["decoded"], report)
     return mismatch
+
+
+def lz4_reads_leftovers(partition: Path) -> bool:
+    """Whether a segment of `partition` holds an lz4 block with a match at offset 0. That is invalid
+    LZ4, which Kafka's decompressor (lz4-java) does not reject: it copies the bytes its decompression
+    buffer held there, a buffer Kafka reuses from batch to batch, so what Kafka reads is not a function
+    of the file (we read zeros). Found by the differential run (seed 1125, case 115)."""
+    for log in partition.glob("*.log"):
+        with SegmentFile(log) as segment:
+            for entry in segment.entries():
+                if isinstance(entry, BadEntry) or entry.compression_id != 3:
+                    continue
+                raw = bytes(segment.buffer[entry.position:entry.end])
+                frame = raw.find(FRAME_MAGIC.to_bytes(4, "little"))
+                if frame >= 0 and _zero_offset_match(raw, frame):
+                    return True
+    return False
+
+
+def _zero_offset_match(data: bytes, frame: int) -> bool:
+    """Whether the LZ4 frame at `frame` has a block with a match at offset 0; a walk that stops
+    quietly where the frame is malformed (our decompressor reports that)."""
+    try:
+        flags = data[frame + 4]
+        pos = frame + 7 + (8 if flags & 0x08 else 0)
+        while pos + 4 <= len(data) and (word := int.from_bytes(data[pos:pos + 4], "little")):
+            size = word & 0x7FFFFFFF
+            block = data[pos + 4:pos + 4 + size]
+            pos += 4 + size + (4 if flags & 0x10 else 0)
+            if not word & 0x80000000 and _block_has_zero_offset(block):
+                return True
+    except IndexError:
+        pass
+    return False
+
+
+def _block_has_zero_offset(block: bytes) -> bool:
+    i = 0
+    while i < len(block):
+        token = block[i]
+        literals, i = token >> 4, i + 1
+        if literals == 15:
+            while block[i] == 255:
+                literals, i = literals + 255, i + 1
+            literals, i = literals + block[i], i + 1
+        i += literals
+        if i + 2 > len(block):
+            return False  # the last sequence: literals only
+        if block[i] == block[i + 1] == 0:
+            return True
+        i += 2
+        if token & 0x0F == 15:
+            while block[i] == 255:
+                i += 1
+            i += 1
+    return False
 
 
 def _kafka_control_error(kafka_record: dict) -> str | None:
@@ -852,6 +909,10 @@ class Runner:
         topic = path.parent.name.rsplit("-", 1)[0]
         decode = PAYLOADS.get(topic) if params["decode"] else None
         differences = []
+        if lz4_reads_leftovers(path.parent):
+            self.report.count("cases with an lz4 match at offset 0 (Kafka reads its buffer's leftovers), not compared")
+            params["dump_flags"] = None
+            return differences
         code, objects = self.oracle("parse", *(["--decode", decode[0]] if decode else []), path)
         if code != 0 or not objects or objects[0].get("type") != "log":
             found = [f"the oracle could not parse it: {objects[:1]}"]
@@ -906,6 +967,8 @@ class Runner:
         differences = []
         by_flags: dict[tuple, list] = {}
         for number, root, params in self.pending_dumps:
+            if params["dump_flags"] is None:  # not compared (`lz4_reads_leftovers`)
+                continue
             by_flags.setdefault(tuple(params["dump_flags"]), []).append((number, root, params))
         for flags, group in by_flags.items():
             outputs = self.oracle.dump_log([root / params["file"] for _, root, params in group], list(flags))
