@@ -70,7 +70,11 @@ def marker_records(batch: Batch) -> list:
                                  position=batch.position + 21, expected="0-4", actual=batch.compression_id)
     try:
         if isinstance(batch, RecordBatchV2) and batch.count < 0 and batch.compression_id:
-            batch.payload()  # the iterator opens the decompressing stream before it checks the count
+            # the iterator opens the decompressing stream (which reads its header) before it checks the count
+            try:
+                codecs.open_stream(batch.compression_id, batch.source[batch.position + HEADER_SIZE:batch.end])
+            except DecompressionError as exc:
+                raise exc.located(batch.path, batch.position + HEADER_SIZE) from None
         return batch.records_reading_controls()
     except DecompressionError as exc:  # a KafkaException ("Failed to decompress record stream", ...)
         raise ProducerStateError(f"KafkaException reading the marker: {exc.message}", path=exc.path,

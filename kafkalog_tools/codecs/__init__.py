@@ -52,6 +52,20 @@ def decompress(codec_id: int, data: bytes, *, magic: int = 2, limit: int = DEFAU
         raise DecompressionError(f"{NAMES[codec_id]} payload does not decompress: {exc}") from None
 
 
+def open_stream(codec_id: int, data: bytes, *, magic: int = 2) -> None:
+    """What Kafka's decompressing stream reads when it is opened, before a record is asked for
+    (DefaultRecordBatch opens it before it checks the record count): the stream's header only, and
+    for zstd nothing. Raises DecompressionError where that read fails (a KafkaException in Kafka)."""
+    if codec_id == 0:
+        return
+    try:
+        _module(codec_id).check_stream_header(data, magic)
+    except (DecompressionError, MemoryError):
+        raise
+    except Exception as exc:
+        raise DecompressionError(f"{NAMES[codec_id]} payload does not decompress: {exc}") from None
+
+
 PARALLEL_BYTES = 256 << 10
 """Compressed bytes below which `decompress_ranges` stays on the calling thread (a hand-off costs
 ~50 us, inflating 64 KiB of gzip ~100 us)."""

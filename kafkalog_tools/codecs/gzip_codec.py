@@ -17,6 +17,32 @@ STEP = 16 << 20
 single call up to the limit would hold twice the limit (a bomb's cost); in steps, about the limit."""
 
 
+_FEXTRA, _FNAME, _FCOMMENT = 0x04, 0x08, 0x10
+
+
+def check_stream_header(data: bytes, magic: int) -> None:
+    """GZIPInputStream's constructor reads the first member's header (readHeader), nothing more."""
+    if len(data) < 10:
+        raise EOFError("Unexpected end of ZLIB input stream")
+    if data[:2] != b"\x1f\x8b":
+        raise ValueError("Not in GZIP format")
+    if data[2] != 8:
+        raise ValueError("Unsupported compression method")
+    flags, pos = data[3], 10
+    if flags & _FEXTRA:
+        pos += 2 + int.from_bytes(data[pos:pos + 2], "little")
+    for flag in (_FNAME, _FCOMMENT):
+        if flags & flag:
+            end = data.find(b"\x00", pos)
+            pos = len(data) + 1 if end < 0 else end + 1
+    if flags & _FHCRC:
+        if pos + 2 <= len(data) and zlib.crc32(data[:pos]) & 0xFFFF != int.from_bytes(data[pos:pos + 2], "little"):
+            raise ValueError("Corrupt GZIP header")
+        pos += 2
+    if pos > len(data):
+        raise EOFError("Unexpected end of ZLIB input stream")
+
+
 def decompress(data: bytes, limit: int, magic: int) -> bytes:
     pieces, size = [], 0
     remaining = data

@@ -69,8 +69,14 @@ def _descriptor_checksum(descriptor: bytes) -> int:
     return (xxh32(descriptor) >> 8) & 0xFF
 
 
-def decompress(data: bytes, limit: int, magic: int) -> bytes:
-    data = bytes(data)
+def check_stream_header(data: bytes, magic: int) -> None:
+    """KafkaLZ4BlockInputStream's constructor reads the frame header (readHeader), no block."""
+    _frame_start(bytes(data), magic)
+
+
+def _frame_start(data: bytes, magic: int) -> tuple[int, int, int]:
+    """The frame header checked as Kafka's reader checks it: (where the first block starts, the
+    largest block, whether blocks carry a checksum)."""
     if len(data) < 7:
         raise ValueError("Stream ended prematurely")
     if struct.unpack_from("<I", data)[0] != FRAME_MAGIC:
@@ -87,7 +93,12 @@ def decompress(data: bytes, limit: int, magic: int) -> bytes:
         raise ValueError("Stream ended prematurely")
     if magic != 0 and data[pos] != header_checksum(data, pos, magic):
         raise ValueError("Stream frame descriptor corrupted")
-    pos += 1
+    return pos + 1, block_max, block_checksum
+
+
+def decompress(data: bytes, limit: int, magic: int) -> bytes:
+    data = bytes(data)
+    pos, block_max, block_checksum = _frame_start(data, magic)
     out = bytearray()
     while True:
         if pos + 4 > len(data):

@@ -12,7 +12,7 @@ import struct
 
 import snappy
 
-from . import too_large
+from . import DEFAULT_LIMIT, too_large
 
 XERIAL_MAGIC = b"\x82SNAPPY\x00"
 XERIAL_HEADER = XERIAL_MAGIC + struct.pack(">ii", 1, 1)
@@ -35,6 +35,14 @@ def _raw(block: bytes, budget: int, limit: int) -> bytes:
     if _raw_length(block) > budget:
         raise too_large("snappy", limit)
     return snappy.uncompress(block)
+
+
+def check_stream_header(data: bytes, magic: int) -> None:
+    """SnappyInputStream's constructor reads the xerial header; a payload without it is read and
+    decoded whole there, as one raw block."""
+    data = bytes(data)
+    if len(data) < len(XERIAL_HEADER) or not data.startswith(XERIAL_MAGIC):
+        _raw(data, DEFAULT_LIMIT, DEFAULT_LIMIT)
 
 
 def decompress(data: bytes, limit: int, magic: int) -> bytes:

@@ -22,6 +22,10 @@ def _decompressor() -> zstandard.ZstdDecompressor:
     return decompressor
 
 
+def check_stream_header(data: bytes, magic: int) -> None:
+    """Opening zstd-jni's ZstdInputStream reads nothing: a zstd payload fails at its first read."""
+
+
 def decompress(data: bytes, limit: int, magic: int) -> bytes:
     # Frame by frame, fed a little input at a time: one step's output is bounded (a 4-byte RLE
     # block yields at most 128 KiB), so a bomb overshoots the limit by a fraction of it at most;
