@@ -53,9 +53,11 @@ def test_kafka_and_we_read_recover_dump_retain_and_clean_alike(kafka, tmp_path):
     print(report.summary())
     for difference in report.open:
         print(f"open (known, README): {difference}")
-    assert report.compared == {"parse": SEGMENT_CASES, "recover": SEGMENT_CASES, "dump": SEGMENT_CASES,
+    compared = SEGMENT_CASES - report.details.get(against_kafka.LZ4_LEFTOVERS, 0)  # Kafka's answer is not the file's
+    assert report.compared == {"parse": compared, "recover": compared, "dump": compared,
                                "retention": SEGMENT_CASES // against_kafka.RETENTION_EVERY,
                                "compaction": SEGMENT_CASES // against_kafka.RETENTION_EVERY}
+    assert compared >= SEGMENT_CASES - 3
     assert report.details["batches"] > 100 and report.details["segments judged"] > 10
     assert report.details["segments cleaned"] > 10
     assert not report.differences, (
