@@ -447,6 +447,18 @@ class SegmentRecovery:
     def txnindex_bytes(self) -> bytes:
         return txn_index.build(self.aborted_txns)
 
+    def add_aborted(self, txns: list[AbortedTxn], path: str, position: int | None) -> None:
+        """TransactionIndex.append: each aborted transaction's last offset above the one before, else
+        an IllegalArgumentException that recovery does not catch (found by the differential run:
+        a batch repeated later in the log, seed 1648123951, case 11)."""
+        for txn in txns:
+            if self.aborted_txns and txn.last_offset <= self.aborted_txns[-1].last_offset:
+                raise ProducerStateError(
+                    "IllegalArgumentException appending to the transaction index: the last offset of appended "
+                    f"transactions must increase sequentially, but {txn.last_offset} is not greater than current "
+                    f"last offset {self.aborted_txns[-1].last_offset}", path=path, position=position)
+            self.aborted_txns.append(txn)
+
 
 def recover_segment(segment: SegmentFile, producer_state: ProducerState,
                     index_interval_bytes: int = DEFAULT_INDEX_INTERVAL_BYTES,
@@ -638,7 +650,7 @@ class _RecoveryWalk:
         result.valid_bytes += entry.size
         result.batches += 1
         if aborted is not None:
-            result.aborted_txns.append(aborted)
+            result.add_aborted([aborted], entry.path, entry.position)
         return True
 
     def report(self) -> None:
@@ -714,7 +726,7 @@ class _RecoveryInBulk:
             state.restore(saved)
             _, aborted = self._replay_apart([row for row in plan.apart if start + row < stopped], start, stopped)
         state.commit_run(plan, columns, last[start:stop], stopped - start)
-        self.walk.result.aborted_txns += aborted
+        self.walk.result.add_aborted(aborted, self.walk.segment.path, None)
         return stopped
 
     def _replay_apart(self, rows: list[int], start: int, stop: int) -> tuple[int, list[AbortedTxn]]:

@@ -738,3 +738,33 @@ def test_a_marker_of_negative_count_with_a_garbage_header(tmp_path, codec, kafka
                                           str(partition)])
         assert result.exit_code == 0, result.output
         assert log.read_bytes() == kept
+
+
+def _txn_partition_with_an_abort_going_back(tmp_path):
+    """Producer 1 aborts a transaction at offset 5, opens another at 6, then a marker at offset 3
+    (a batch repeated later in the log) aborts that one: an aborted transaction ending before the last."""
+    from kafkalog_tools.formats.record_batch import ATTR_CONTROL, ATTR_TRANSACTIONAL
+
+    partition = tmp_path / "t-0"
+    partition.mkdir()
+
+    def data(offset: int, sequence: int) -> bytes:
+        return build_batch(offset, [build_record(0, 0, b"k", b"v")], attributes=ATTR_TRANSACTIONAL, producer_id=1,
+                           producer_epoch=0, base_sequence=sequence, base_timestamp=T0, max_timestamp=T0)
+
+    def abort(offset: int) -> bytes:
+        return build_batch(offset, [build_record(0, 0, b"\x00\x00\x00\x00", b"\x00\x00\x00\x00\x00\x05")],
+                           attributes=ATTR_TRANSACTIONAL | ATTR_CONTROL, producer_id=1, producer_epoch=0,
+                           base_timestamp=T0, max_timestamp=T0)
+
+    log = partition / "00000000000000000000.log"
+    log.write_bytes(data(0, 0) + abort(5) + data(6, 1) + abort(3))
+    return partition, log
+
+
+def test_an_aborted_transaction_ending_before_the_last_fails_kafkas_recovery(tmp_path):
+    """TransactionIndex.append: "The last offset of appended transactions must increase
+    sequentially" - an IllegalArgumentException LogSegment.recover does not catch, so Kafka's
+    recovery fails (seed 1648123951, case 11: 625 after 647; we wrote the index)."""
+    partition, log = _txn_partition_with_an_abort_going_back(tmp_path)
+    _kafkas_recovery_fails(partition, log, "must increase sequentially")
