@@ -24,10 +24,13 @@ from ..output.grouped import TextOut
                                              "do not decode records or open V0/V1 wrappers.")
 @click.option("--max-findings", type=click.IntRange(min=1), default=v.MAX_FINDINGS_PER_CODE, show_default=True,
               help="Findings shown per file and kind; the rest are counted.")
+@click.option("--jobs", "-j", type=click.IntRange(min=1), default=None,
+              help="Processes checking partitions at once (default: every CPU this process may use, once the "
+                   "logs to check reach 64 MiB; 1: this process only). The findings are the same either way.")
 @read_as_options
 @strict_option("error")
 @spark_options("With --spark: also write the findings as Parquet to DIR/findings.")
-def command(paths, output_format, every, shallow, max_findings, read_as, strict, use_spark, master, spark_conf,
+def command(paths, output_format, every, shallow, max_findings, jobs, read_as, strict, use_spark, master, spark_conf,
             verbose, output):
     """Check segments, partitions or whole log dirs for everything Kafka's own loading would trip
     over - and nothing that Kafka itself wrote and considers valid.
@@ -50,6 +53,8 @@ def command(paths, output_format, every, shallow, max_findings, read_as, strict,
     Exit codes: 0 no errors (warnings allowed); 1 errors found; 2 usage error, I/O error or out of memory.
     """
     output_format = choose_format(output_format, tty_default="text")
+    if use_spark and jobs is not None:
+        raise click.UsageError("--jobs is for checking here; with --spark the cluster's cores share the work")
     conf = check_spark_usage(use_spark, master, spark_conf, output, paths, strict, verbose=verbose)
     spark = None
     if use_spark:
@@ -61,7 +66,7 @@ def command(paths, output_format, every, shallow, max_findings, read_as, strict,
         run = SparkVerification(spark, [p if is_uri(p) else os.path.abspath(p) for p in paths], deep=not shallow,
                                 max_findings_per_code=max_findings, read_as=read_as)
     else:
-        run = v.Verification(paths, deep=not shallow, max_findings_per_code=max_findings, read_as=read_as)
+        run = v.Verification(paths, deep=not shallow, max_findings_per_code=max_findings, read_as=read_as, jobs=jobs)
     shown = []  # (path given, finding) for --output
     try:
         if output_format == "json":

@@ -102,8 +102,13 @@ def kernel():
         return None
 
 
+TELL_BUILDING = True
+"""Whether this process says so when the kernels are being built (a worker process leaves it to the
+process the user started)."""
+
+
 def _tell_building(outcome: str, loader) -> None:
-    if outcome == loader.CANNOT:
+    if outcome == loader.CANNOT or not TELL_BUILDING:
         return
     doing = ("started building them in the background, at the lowest priority (~20 s of CPU, once)"
              if outcome == loader.STARTED else "they are being built in the background")

@@ -438,7 +438,8 @@ class _SegmentReplay:
 
 @dataclass
 class PartitionOutcome:
-    """Stage 2 of a partition finished elsewhere (on a Spark executor), replayed on the driver."""
+    """Stage 2 of a partition finished elsewhere (on a Spark executor, or in a worker process of
+    `verify.parallel`), replayed where the findings are reported."""
 
     topic_partition: tuple[str, int]
     findings: list[Finding]
@@ -452,8 +453,14 @@ class PartitionOutcome:
 def check_partition(partition: PartitionDir, named: list[Segment] | None, deep: bool,
                     reports: Mapping[str, SegmentReport]) -> PartitionOutcome:
     """Stage 2 of one partition over stage 1 reports made elsewhere, keyed by .log path."""
+    return partition_outcome(partition, named, deep, lambda segment, _active, _consumer: reports[str(segment.log)])
+
+
+def partition_outcome(partition: PartitionDir, named: list[Segment] | None, deep: bool,
+                      check_segment: SegmentChecker) -> PartitionOutcome:
+    """Both stages of one partition, their findings kept to be replayed where they are reported."""
     summary = Summary(records=0 if deep else None)
-    check = PartitionCheck(partition, named, deep, summary, lambda segment, _active, _consumer: reports[str(segment.log)])
+    check = PartitionCheck(partition, named, deep, summary, check_segment)
     findings = list(check.run())
     return PartitionOutcome(check.topic_partition, findings, check.facts, summary)
 

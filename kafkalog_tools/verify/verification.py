@@ -14,6 +14,7 @@ from ..formats import checkpoint, properties
 from ..formats.logdir import LOCAL, LocalFiles, LogDir, PartitionDir, Segment, classify
 from ..recovery import segment_of
 from .findings import ERROR, INFO, MAX_FINDINGS_PER_CODE, WARNING, Finding, ProgressCallback, Summary, from_error
+from . import parallel
 from .partition import PartitionCheck, PartitionFacts, SegmentChecker
 from .segment import BatchConsumer, SegmentReport, check_segment
 
@@ -50,14 +51,19 @@ class Verification:
 
     def __init__(self, paths: Iterable[str], *, deep: bool = True, on_progress: ProgressCallback | None = None,
                  max_findings_per_code: int = MAX_FINDINGS_PER_CODE, files: LocalFiles = LOCAL,
-                 read_as: str | None = None, watch: BatchWatcher | None = None):
+                 read_as: str | None = None, watch: BatchWatcher | None = None, jobs: int | None = None):
         """`read_as`: "live" or "offline" for every log dir (--live/--offline); None: as its lock says.
         `watch`: hands each partition's batches to a consumer of the caller's too (here, where
-        stage 1 runs in this process)."""
+        stage 1 runs in this process, so never in workers).
+        `jobs`: processes checking partitions at once (`parallel`); None: every usable CPU, for
+        scans of PARALLEL_MIN_BYTES or more."""
         self.deep = deep
         self.watch = watch
+        self.jobs = jobs
+        self.pool: parallel.PartitionPool | None = None
         self.on_progress = on_progress
         self.max_findings_per_code = max_findings_per_code
+        self.files = files
         brokers = BrokerStates(read_as, files.broker_lock)
         self.targets = [_resolve(path, files, brokers) for path in paths]
         self.target_summaries = [Summary(paths=1, records=0 if deep else None, log_dirs=[t.broker.to_json()])
@@ -75,6 +81,15 @@ class Verification:
         return total
 
     def __iter__(self) -> Iterator[Finding]:
+        try:
+            yield from self._findings()
+        finally:
+            if self.pool is not None:
+                self.pool.close()
+                self.pool = None
+
+    def _findings(self) -> Iterator[Finding]:
+        self.pool = self._start_pool()
         for target, summary in zip(self.targets, self.target_summaries):
             counts: dict[tuple[str, str], int] = {}
             for finding in self._target_findings(target, summary):
@@ -107,11 +122,39 @@ class Verification:
         """Stage 2 of each partition of `target`, in order (the Spark scheduler replaces this with
         the same checks run on executors)."""
         number = next(n for n, known in enumerate(self.targets) if known is target)  # equal ones may repeat
-        for partition, named in target.partitions:
+        first_job = sum(len(t.partitions) for t in self.targets[:number])
+        for job, (partition, named) in enumerate(target.partitions, first_job):
+            if self.pool is not None and not self.pool.take(job):
+                outcome = self.pool.outcome(job)
+                if outcome is not None:
+                    summary.add(outcome.summary)
+                    yield outcome
+                    continue  # else its worker died before it: checked here
             check = functools.partial(self._check_segment, live=target.live)
             if self.watch is not None:
                 check = _watched(check, self.watch(number, partition))
             yield PartitionCheck(partition, named, self.deep, summary, check)
+            if self.pool is not None:
+                self.pool.receive()
+
+    def _start_pool(self) -> parallel.PartitionPool | None:
+        """Workers for the partitions of every path given, when they pay (see `jobs`)."""
+        if self.jobs == 1 or self.watch is not None:
+            return None
+        jobs = [parallel.PartitionJob(partition, named, target.live, sum(self.files.size(s.log) for s in
+                                      (named if named is not None else partition.segments) if s.log is not None))
+                for target in self.targets for partition, named in target.partitions]
+        processes = self.jobs or parallel.usable_cpus()
+        if self.jobs is None and sum(job.log_bytes for job in jobs) < parallel.PARALLEL_MIN_BYTES:
+            processes = 1
+        workers = min(processes, len(jobs)) - 1
+        if workers < 1:
+            return None
+        return parallel.PartitionPool(jobs, workers, self.deep, self._report_progress)
+
+    def _report_progress(self, n: int) -> None:
+        if self.on_progress is not None:  # set once the progress bar shows
+            self.on_progress(n)
 
     def _check_segment(self, segment: Segment, is_active: bool, on_batch: "BatchConsumer",
                        live: bool) -> "SegmentReport":
