@@ -5,7 +5,8 @@
 
 Generates, in a temp dir, one segment per variant with the library's own build functions (16 KiB
 uncompressed batches; small lz4 batches; one record per batch; V1 gzip wrappers; 300 idempotent
-and transactional producers interleaved; a KRaft metadata log) and a partition of 1,000 segments
+and transactional producers interleaved; a KRaft metadata log), per variant a log dir of copies of
+its partition (--log-dir-size, 2 GiB: the whole-log-dir rows), and a partition of 1,000 segments
 for lookups. Every command runs as a subprocess (medians of --runs runs; peak
 RSS from os.wait4); ratios against the peers and the read+CRC32C limit come from the same run.
 The peers live in bench/peers/. `--profile` adds py-spy's view of where the time goes.
@@ -318,7 +319,8 @@ def kafka_dump_log_missing() -> str | None:
     return None
 
 
-def bench_variant(variant: Variant, work: Path, size: int, runs: int, only: set[str] | None = None) -> dict:
+def bench_variant(variant: Variant, work: Path, size: int, runs: int, only: set[str] | None = None,
+                  log_dir_size: int = 0) -> dict:
     partition = work / f"bench-{variant.name}-0"
     partition.mkdir()
     log = partition / "00000000000000000000.log"
@@ -352,11 +354,42 @@ def bench_variant(variant: Variant, work: Path, size: int, runs: int, only: set[
         timings[name] = measure(cmd, runs, ok=(0, 1))  # verify exits 1 on warnings (none expected here)
         print(f"  {name:<24} {timings[name].seconds:7.2f} s  {timings[name].rss_mb:6.0f} MB "
               f"({timings[name].anon_mb:.0f} MB anonymous)", flush=True)
+    if log_dir_size:
+        log_dir = bench_log_dir(partition, log_dir_size, runs, only)
     same = "dump json -d" in timings and digest(commands["dump json -d"]) == digest(commands["aiokafka+orjson json"])
     text_same = ("dump text -d -p" in timings and "kafka-dump-log -d -p" in timings
                  and digest(commands["dump text -d -p"]) == digest(commands["kafka-dump-log -d -p"]))
     return {"variant": variant, "bytes": bytes_, "records": records, "timings": timings, "json_identical": same,
-            "text_identical": text_same}
+            "text_identical": text_same, "log_dir": log_dir if log_dir_size else None}
+
+
+def bench_log_dir(partition: Path, size: int, runs: int, only: set[str] | None) -> dict:
+    """A log dir of copies of the variant's partition (indexes included) up to `size`, as an audit
+    reads one: the read+CRC32C limit over all its .log files in one process, against `verify` with
+    its workers (every CPU) and with one process."""
+    root = partition.parent / f"logdir-{partition.name}"
+    copies = -(-size // partition.joinpath("00000000000000000000.log").stat().st_size)
+    for number in range(copies):
+        shutil.copytree(partition, root / f"{partition.name.rsplit('-', 1)[0]}-{number}")
+    logs = sorted(str(p) for p in root.glob("*/*.log"))
+    bytes_ = sum(os.path.getsize(p) for p in logs)
+    commands = {
+        "log dir: read+crc32c": [PYTHON, str(PEERS / "read_crc32c.py"), *logs],
+        "log dir: verify": [*KAFKALOG, "verify", "--format", "json", str(root)],
+        "log dir: verify --shallow": [*KAFKALOG, "verify", "--shallow", "--format", "json", str(root)],
+        "log dir: verify --jobs 1": [*KAFKALOG, "verify", "--jobs", "1", "--format", "json", str(root)],
+        "log dir: verify --shallow --jobs 1": [*KAFKALOG, "verify", "--shallow", "--jobs", "1", "--format", "json",
+                                               str(root)],
+    }
+    print(f"  log dir: {copies} partitions, {bytes_ / 2**30:.2f} GiB", flush=True)
+    timings = {}
+    for name, cmd in commands.items():
+        if only is not None and name not in only and name != "log dir: read+crc32c":
+            continue
+        timings[name] = measure(cmd, runs, ok=(0, 1))
+        print(f"  {name:<34} {timings[name].seconds:7.2f} s  {timings[name].rss_mb:6.0f} MB", flush=True)
+    shutil.rmtree(root)
+    return {"partitions": copies, "bytes": bytes_, "timings": timings}
 
 
 def bench_lookup(work: Path, size: int, runs: int) -> dict:
@@ -553,7 +586,7 @@ def report(args, results: list[dict], lookup: dict | None, startup: dict, profil
 
     def ratio(x, peer, ours, goal=None):
         """peer time / our time ("—" when not timed), and whether it meets `goal`."""
-        if ours not in x:
+        if ours not in x or peer not in x:
             return "—"
         value = x[peer].seconds / x[ours].seconds
         return f"{value:.2f}×" + ("" if goal is None else f" {_ok(value >= goal)}")
@@ -586,6 +619,23 @@ def report(args, results: list[dict], lookup: dict | None, startup: dict, profil
         for x, mine in zip(t, ours)])
     row("(peak anonymous RSS: without the mmap'd segment's page cache)",
         [f"{max(x[c].anon_mb for c in mine):.0f} MB" if mine else "—" for x, mine in zip(t, ours)])
+    log_dirs = [r["log_dir"] for r in results]
+    if any(log_dirs):
+        lines += ["", "A whole log dir, as an audit reads one: copies of each variant's partition (indexes included), "
+                      "`verify` with its workers (every CPU, `--jobs` unset) against the read+CRC32C limit (one process "
+                      "reading every .log file from page cache), goal ≥ 0.5×; and the workers' gain over `--jobs 1`:",
+                  "", "| variant | log dir | verify vs limit | --shallow vs limit | verify: workers' gain | "
+                      "--shallow: workers' gain |", "| --- | --- | --- | --- | --- | --- |"]
+        for r, x in zip(results, log_dirs):
+            if not x:
+                continue
+            d = x["timings"]
+            lines.append(f"| {r['variant'].name} | {x['partitions']} × {r['bytes'] / 2**20:.0f} MiB = "
+                         f"{x['bytes'] / 2**30:.2f} GiB | "
+                         f"{ratio(d, 'log dir: read+crc32c', 'log dir: verify', 0.5)} | "
+                         f"{ratio(d, 'log dir: read+crc32c', 'log dir: verify --shallow', 0.5)} | "
+                         f"{ratio(d, 'log dir: verify --jobs 1', 'log dir: verify')} | "
+                         f"{ratio(d, 'log dir: verify --shallow --jobs 1', 'log dir: verify --shallow')} |")
     if first_run:
         lines += ["", "First `verify` of a 128 MiB segment with an empty kernel cache (an install that skipped "
                       "`kafkalog build-kernels`: the run reads batch by batch and starts the build in the background) "
@@ -628,6 +678,13 @@ def report(args, results: list[dict], lookup: dict | None, startup: dict, profil
             lines.append(f"| {v.name}: {v.what}, {r['bytes'] / 2**20:.0f} MiB, {r['records']:,} records | {name} | "
                          f"{timing.seconds:.2f} | {_rate(r['bytes'], timing.seconds)} | "
                          f"{r['records'] / timing.seconds / 1e6:.2f} | {timing.rss_mb:.0f} MB ({timing.anon_mb:.0f}) |")
+        if r["log_dir"]:
+            x = r["log_dir"]
+            for name, timing in x["timings"].items():
+                lines.append(f"| {v.name}: {x['partitions']} partitions, {x['bytes'] / 2**20:.0f} MiB | {name} | "
+                             f"{timing.seconds:.2f} | {_rate(x['bytes'], timing.seconds)} | "
+                             f"{x['partitions'] * r['records'] / timing.seconds / 1e6:.2f} | "
+                             f"{timing.rss_mb:.0f} MB ({timing.anon_mb:.0f}) |")
     if profiles:
         lines += ["", "## Where the time goes (py-spy, self time by function, variant 16k)", ""]
         for name, rows in profiles.items():
@@ -681,6 +738,9 @@ def main() -> None:
     parser.add_argument("--profile", action="store_true", help="add py-spy profiles of dump json and verify")
     parser.add_argument("--commands", help="comma-separated subset of kafkalog's commands to time (e.g. "
                         "'verify,verify --shallow'); the peers always run")
+    parser.add_argument("--log-dir-size", default="2GiB",
+                        help="per variant, a log dir of copies of its partition this big for the whole-log-dir rows "
+                             "(0: none)")
     parser.add_argument("--note", help="a line to put at the top of RESULTS.md (e.g. 'development run')")
     parser.add_argument("--out", type=Path, default=BENCH / "RESULTS.md")
     args = parser.parse_args()
@@ -693,7 +753,8 @@ def main() -> None:
         scripts = install_as_users_do(work)
         PYTHON, KAFKALOG = str(scripts / "python"), [str(scripts / "kafkalog")]
         only = set(args.commands.split(",")) if args.commands else None
-        results = [bench_variant(v, work, size, args.runs, only) for v in chosen]
+        log_dir_size = 0 if args.log_dir_size in ("0", "") else parse_size(args.log_dir_size)
+        results = [bench_variant(v, work, size, args.runs, only, log_dir_size) for v in chosen]
         for r in results:  # one variant's files at a time would do; the disk holds them all
             shutil.rmtree(work / f"bench-{r['variant'].name}-0")
         lookup = None if args.no_lookup else bench_lookup(work, size, args.runs)

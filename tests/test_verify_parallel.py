@@ -3,9 +3,11 @@ summary as one process, whoever checks which partition - and nothing lost when a
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -13,7 +15,7 @@ import pytest
 
 from kafkalog_tools.formats.logdir import read_log_dir, read_partition_dir
 from kafkalog_tools.verify import Verification
-from kafkalog_tools.verify.parallel import PartitionJob, PartitionPool
+from kafkalog_tools.verify.parallel import PartitionJob, PartitionPool, _start_method
 from kafkalog_tools.verify.partition import partition_outcome
 from kafkalog_tools.verify.segment import check_segment
 from kafkalog_tools.formats.record_batch import build_batch, build_record
@@ -26,7 +28,7 @@ def cli(*args) -> subprocess.CompletedProcess:
                           cwd=ROOT)
 
 
-def findings(paths, deep=True, jobs=None, max_findings=100) -> tuple[list[dict], dict]:
+def findings(paths, deep=True, jobs=1, max_findings=100) -> tuple[list[dict], dict]:
     run = Verification([str(p) for p in paths], deep=deep, jobs=jobs, max_findings_per_code=max_findings)
     return [finding.to_json() for finding in run], run.summary.to_json()
 
@@ -90,9 +92,36 @@ def log_dir(tmp_path) -> Path:
     return tmp_path / "logs"
 
 
+def test_a_fresh_process_forks_its_workers_and_they_take_partitions(log_dir, monkeypatch):
+    monkeypatch.setenv("KAFKALOG_BULK", "never")  # ours, the first (3,000 batches), outlasts a fork
+    first = log_dir / "t-0"
+    (first / "00000000000000000000.log").write_bytes((log_dir / "t-4" / "00000000000000000000.log").read_bytes())
+    alone = cli("verify", "--format", "json", "--jobs", "1", log_dir)
+    monkeypatch.setenv("KAFKALOG_DEBUG", "1")
+    together = cli("verify", "--format", "json", "--jobs", "2", log_dir)
+    assert together.stdout == alone.stdout and together.returncode == alone.returncode
+    said = re.search(r"verify: (\d+) of 5 partitions checked by 1 worker process\(es\) \((\w+)\)", together.stderr)
+    assert said and int(said[1]) >= 1 and said[2] == "fork", together.stderr
+
+
+def test_a_process_running_threads_spawns_its_workers():
+    started = threading.Event()
+    thread = threading.Thread(target=started.wait)
+    thread.start()
+    try:
+        assert _start_method() == "spawn"
+    finally:
+        started.set()
+        thread.join()
+
+
+# Forked from this test process, whose earlier tests leave thread pools behind, a worker would
+# inherit pools without their threads: verify only forks where no thread runs (above), so these spawn.
+
+
 def test_a_worker_takes_partitions_from_the_back_and_its_outcomes_equal_ours(log_dir):
     jobs = jobs_of(log_dir)
-    pool = PartitionPool(jobs, 1, deep=True)
+    pool = PartitionPool(jobs, 1, deep=True, start_method="spawn")
     try:
         got = [pool.outcome(index) for index in range(len(jobs))]  # the caller takes none: all the worker's
     finally:
@@ -104,7 +133,7 @@ def test_a_worker_takes_partitions_from_the_back_and_its_outcomes_equal_ours(log
 def test_a_worker_killed_mid_partition_loses_nothing(log_dir, monkeypatch):
     monkeypatch.setenv("KAFKALOG_BULK", "never")  # the worker's 3,000 batches take long enough to stop it inside
     jobs = jobs_of(log_dir)
-    pool = PartitionPool(jobs, 1, deep=True)
+    pool = PartitionPool(jobs, 1, deep=True, start_method="spawn")
     try:
         deadline = time.monotonic() + 60
         while pool.owners[len(jobs) - 1] != 1 and time.monotonic() < deadline:
@@ -122,7 +151,7 @@ def test_a_worker_killed_mid_partition_loses_nothing(log_dir, monkeypatch):
 
 def test_a_worker_killed_mid_run_gives_one_process_findings(log_dir, monkeypatch):
     monkeypatch.setenv("KAFKALOG_BULK", "never")
-    alone = findings([log_dir], jobs=1)
+    alone = findings([log_dir], jobs=1)  # leaves thread pools running: the workers are spawned
     run = Verification([str(log_dir)], jobs=2)
     iterator = iter(run)
     got = [next(iterator).to_json()]  # the log dir's own findings come first; the worker has started
@@ -138,7 +167,7 @@ def test_an_exception_in_a_worker_is_raised_where_its_partition_comes(log_dir):
     jobs = jobs_of(log_dir)
     broken = PartitionJob(read_partition_dir(log_dir / "t-0"), None, False, 0)
     object.__setattr__(broken, "partition", None)  # a bug's shape: checking it raises AttributeError
-    pool = PartitionPool([jobs[0], broken], 1, deep=True)
+    pool = PartitionPool([jobs[0], broken], 1, deep=True, start_method="spawn")
     try:
         assert pool.take(0)
         with pytest.raises(AttributeError):

@@ -23,7 +23,7 @@ class SparkVerification(v.Verification):
         self.paths = self.layout.paths
         try:
             super().__init__(self.layout.local_paths, deep=deep, max_findings_per_code=max_findings_per_code,
-                             files=self.layout, read_as=read_as, jobs=1)  # the cluster shares the work
+                             files=self.layout, read_as=read_as)
             for summary in self.target_summaries:
                 summary.log_dirs = [{**state, "log_dir": self.layout.dir_uri(state["log_dir"])}
                                     for state in summary.log_dirs]

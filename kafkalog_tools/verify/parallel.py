@@ -14,6 +14,8 @@ import functools
 import multiprocessing
 import os
 import signal
+import sys
+import threading
 import traceback
 from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
@@ -49,8 +51,11 @@ class PartitionPool:
     """`workers` processes checking `jobs` from the back while the caller checks them from the front:
     `take(i)` says whether the caller checks job i itself, `outcome(i)` waits for a worker's."""
 
-    def __init__(self, jobs: list[PartitionJob], workers: int, deep: bool, on_progress=None):
-        context = multiprocessing.get_context("spawn")  # fork would copy a running progress bar's thread state
+    def __init__(self, jobs: list[PartitionJob], workers: int, deep: bool, on_progress=None,
+                 start_method: str | None = None):
+        """`start_method`: multiprocessing's, or None to choose (`_start_method`)."""
+        self.start_method = start_method or _start_method()
+        context = multiprocessing.get_context(self.start_method)
         self.jobs = jobs
         self.on_progress = on_progress
         self.claims = context.Array("q", [0, len(jobs) - 1])
@@ -58,6 +63,7 @@ class PartitionPool:
         self.owners = context.Array("i", len(jobs), lock=False)
         """Which worker (1-based) took each job; guarded by `claims`' lock."""
         self.outcomes: dict[int, PartitionOutcome | BaseException] = {}
+        self.received = 0
         self.processes, self.connections = [], {}
         self.finished: set[int] = set()
         """Workers whose pipe has closed: every outcome they sent has been received."""
@@ -100,10 +106,14 @@ class PartitionPool:
                 connection.close()
                 continue
             self.outcomes[index] = found
+            self.received += 1
             if self.on_progress is not None and not isinstance(found, BaseException):
                 self.on_progress(self.jobs[index].log_bytes)
 
     def close(self) -> None:
+        if os.environ.get("KAFKALOG_DEBUG"):
+            print(f"kafkalog: debug: verify: {self.received} of {len(self.jobs)} partitions checked by "
+                  f"{len(self.processes)} worker process(es) ({self.start_method})", file=sys.stderr, flush=True)
         for process in self.processes:
             if process.is_alive():
                 process.terminate()
@@ -111,6 +121,15 @@ class PartitionPool:
         for connection in self.connections:
             connection.close()
         self.connections.clear()
+
+
+def _start_method() -> str:
+    """fork where this process runs no other thread (a worker is then ready in milliseconds, where
+    spawn's fresh interpreter and imports take ~0.3 s of CPU); else spawn, as a thread (a progress
+    bar's, a decompression pool's) may hold a lock that fork would copy held."""
+    if threading.active_count() == 1 and "fork" in multiprocessing.get_all_start_methods():
+        return "fork"
+    return "spawn"
 
 
 def _work(jobs: list[PartitionJob], deep: bool, claims, owners, number: int, results: Connection) -> None:

@@ -51,12 +51,13 @@ class Verification:
 
     def __init__(self, paths: Iterable[str], *, deep: bool = True, on_progress: ProgressCallback | None = None,
                  max_findings_per_code: int = MAX_FINDINGS_PER_CODE, files: LocalFiles = LOCAL,
-                 read_as: str | None = None, watch: BatchWatcher | None = None, jobs: int | None = None):
+                 read_as: str | None = None, watch: BatchWatcher | None = None, jobs: int | None = 1):
         """`read_as`: "live" or "offline" for every log dir (--live/--offline); None: as its lock says.
         `watch`: hands each partition's batches to a consumer of the caller's too (here, where
         stage 1 runs in this process, so never in workers).
-        `jobs`: processes checking partitions at once (`parallel`); None: every usable CPU, for
-        scans of PARALLEL_MIN_BYTES or more."""
+        `jobs`: processes checking partitions at once (`parallel`; more than one may start them with
+        multiprocessing's spawn, which needs the `if __name__ == "__main__"` guard in the calling
+        script); None: every usable CPU, for scans of PARALLEL_MIN_BYTES or more."""
         self.deep = deep
         self.watch = watch
         self.jobs = jobs
