@@ -25,8 +25,9 @@ from ..output.grouped import TextOut
 @click.option("--max-findings", type=click.IntRange(min=1), default=v.MAX_FINDINGS_PER_CODE, show_default=True,
               help="Findings shown per file and kind; the rest are counted.")
 @click.option("--jobs", "-j", type=click.IntRange(min=1), default=None,
-              help="Processes checking partitions at once (default: every CPU this process may use, once the "
-                   "logs to check reach 64 MiB; 1: this process only). The findings are the same either way.")
+              help="Processes checking partitions at once, at most the CPUs this process may use (default: all "
+                   "of them, once the logs to check reach 64 MiB; 1: this process only). The findings are the same "
+                   "either way.")
 @read_as_options
 @strict_option("error")
 @spark_options("With --spark: also write the findings as Parquet to DIR/findings.")

@@ -62,7 +62,7 @@ class PartitionPool:
         """[front, back]: the next job the caller takes, the next one a worker takes."""
         self.owners = context.Array("i", len(jobs), lock=False)
         """Which worker (1-based) took each job; guarded by `claims`' lock."""
-        self.outcomes: dict[int, PartitionOutcome | BaseException] = {}
+        self.outcomes: dict[int, PartitionOutcome | BaseException | None] = {}
         self.received = 0
         self.processes, self.connections = [], {}
         self.finished: set[int] = set()
@@ -85,8 +85,8 @@ class PartitionPool:
             return True
 
     def outcome(self, index: int) -> PartitionOutcome | None:
-        """A worker's outcome of job `index`, waiting for it; None when that worker died first (the
-        caller then checks the partition itself)."""
+        """A worker's outcome of job `index`, waiting for it; None when that worker died first or
+        could not send it (the caller then checks the partition itself)."""
         while index not in self.outcomes:
             if self.owners[index] in self.finished:
                 return None
@@ -94,7 +94,7 @@ class PartitionPool:
         found = self.outcomes.pop(index)
         if isinstance(found, BaseException):
             raise found
-        return found
+        return found  # None: its outcome could not be sent
 
     def receive(self, timeout: float | None = 0) -> None:
         """Take in whatever outcomes the workers have sent (waiting up to `timeout` for one)."""
@@ -106,8 +106,8 @@ class PartitionPool:
                 connection.close()
                 continue
             self.outcomes[index] = found
-            self.received += 1
-            if self.on_progress is not None and not isinstance(found, BaseException):
+            self.received += found is not None
+            if self.on_progress is not None and isinstance(found, PartitionOutcome):
                 self.on_progress(self.jobs[index].log_bytes)
 
     def close(self) -> None:
@@ -155,6 +155,8 @@ def _work(jobs: list[PartitionJob], deep: bool, claims, owners, number: int, res
             results.send((back, found))
         except OSError:  # the caller is gone
             return
+        except Exception:  # noqa: BLE001 - an outcome that does not pickle: the caller checks it itself
+            results.send((back, None))
         if isinstance(found, BaseException):
             break
     results.close()

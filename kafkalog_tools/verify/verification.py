@@ -55,9 +55,10 @@ class Verification:
         """`read_as`: "live" or "offline" for every log dir (--live/--offline); None: as its lock says.
         `watch`: hands each partition's batches to a consumer of the caller's too (here, where
         stage 1 runs in this process, so never in workers).
-        `jobs`: processes checking partitions at once (`parallel`; more than one may start them with
-        multiprocessing's spawn, which needs the `if __name__ == "__main__"` guard in the calling
-        script); None: every usable CPU, for scans of PARALLEL_MIN_BYTES or more."""
+        `jobs`: processes checking partitions at once, at most the usable CPUs (`parallel`; more
+        than one may start them with multiprocessing's spawn, which needs the `if __name__ ==
+        "__main__"` guard in the calling script); None: every usable CPU, for scans of
+        PARALLEL_MIN_BYTES or more."""
         self.deep = deep
         self.watch = watch
         self.jobs = jobs
@@ -145,7 +146,7 @@ class Verification:
         jobs = [parallel.PartitionJob(partition, named, target.live, sum(self.files.size(s.log) for s in
                                       (named if named is not None else partition.segments) if s.log is not None))
                 for target in self.targets for partition, named in target.partitions]
-        processes = self.jobs or parallel.usable_cpus()
+        processes = min(self.jobs or parallel.usable_cpus(), parallel.usable_cpus())
         if self.jobs is None and sum(job.log_bytes for job in jobs) < parallel.PARALLEL_MIN_BYTES:
             processes = 1
         workers = min(processes, len(jobs)) - 1
