@@ -196,9 +196,7 @@ class _Tail:
         self.ended = False
 
     def take(self, positions, sizes, timestamps) -> None:
-        """Batches in file order (numpy columns)."""
-        if not len(positions):
-            return
+        """A `FactsRun`'s batches (numpy columns): consecutive, each beginning where the one before ends."""
         first = 0
         if self.next is None:
             if positions[-1] < self.start:
@@ -210,14 +208,8 @@ class _Tail:
         elif positions[0] != self.next:  # the scan stepped over damage: the read would stop there
             self.ended = True
             return
-        ends = positions[first:] + sizes[first:]
-        breaks = np.flatnonzero(positions[first + 1:] != ends[:-1])
-        stop = first + 1 + int(breaks[0]) if len(breaks) else len(positions)
-        self.largest = max(self.largest, int(timestamps[first:stop].max()))
-        if len(breaks):
-            self.ended = True
-        else:
-            self.next = int(ends[-1])
+        self.largest = max(self.largest, int(timestamps[first:].max()))
+        self.next = int(positions[-1] + sizes[-1])
 
     def take_one(self, position: int, size: int, timestamp: int) -> None:
         if self.next is None:
