@@ -254,3 +254,26 @@ def test_repeating_timestamps(tmp_path, bulk, reads):
     start = view.scanned_tails[log][0]
     assert 0 < start < Path(log).stat().st_size // 10 and not read_again
     assert (report.segments[0].largest_timestamp, report.segments[0].timestamp_source) == (T0 + 15, "time index")
+
+
+def test_the_batch_at_the_start_holds_the_largest_timestamp(tmp_path, bulk, reads):
+    """The first batch retention reads (the one the offset index points to) counts as the rest do."""
+    partition = tmp_path / "logs" / "first-0"
+    partition.mkdir(parents=True)
+
+    def batch(n: int, timestamp: int) -> bytes:
+        return build_batch(n, [build_record(0, 0, b"k", b"v" * 900)], base_timestamp=timestamp,
+                           max_timestamp=timestamp)
+    log = partition / f"{0:020d}.log"
+    log.write_bytes(b"".join(batch(n, T0 + n) for n in range(300)))
+    list(Rebuild([partition], RebuildOptions(backup=False)))
+    start = keep_first_time_index_entry(partition, f"{0:020d}")
+    first = next(n for n, (position, _, _) in enumerate(positions(log)) if position == start)
+    data = bytearray(log.read_bytes())
+    data[start : start + len(batch(first, 0))] = batch(first, T0 + 10_000)
+    log.write_bytes(bytes(data))
+    view, report, alone, read_again = both_answers(partition, reads)
+    assert_same(report, alone)
+    assert (report.segments[0].largest_timestamp, report.segments[0].timestamp_source) == \
+        (T0 + 10_000, "batches (time index incomplete)")
+    assert 0 < first and view.scanned_tails[str(log)] == (start, T0 + 10_000) and not read_again
