@@ -277,3 +277,18 @@ def test_the_batch_at_the_start_holds_the_largest_timestamp(tmp_path, bulk, read
     assert (report.segments[0].largest_timestamp, report.segments[0].timestamp_source) == \
         (T0 + 10_000, "batches (time index incomplete)")
     assert 0 < first and view.scanned_tails[str(log)] == (start, T0 + 10_000) and not read_again
+
+
+def test_damage_before_the_start(mixed, bulk, reads):
+    """The scan resyncs after damage early in the segment: its batches from the start on are still
+    the ones retention's read takes."""
+    start = keep_first_time_index_entry(mixed)
+    log = mixed / f"{SEGMENT}.log"
+    data = bytearray(log.read_bytes())
+    data[100:400] = random.Random(26).randbytes(300)
+    log.write_bytes(bytes(data))
+    assert 400 < start
+    view, report, alone, read_again = both_answers(mixed, reads)
+    assert_same(report, alone)
+    assert view.scanned_tails[str(log)][0] == start and not read_again
+    assert any(f.file == str(log) and f.severity == "error" and f.position < start for f in view.findings)
