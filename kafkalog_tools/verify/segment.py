@@ -38,6 +38,7 @@ class BatchFacts(NamedTuple):
 
     path: str
     position: int
+    size: int
     base_offset: int
     """As verify reads it: a legacy wrapper whose inner offsets are unreadable gives its last offset."""
     last_offset: int
@@ -62,9 +63,9 @@ class BatchFacts(NamedTuple):
             except CorruptDataError as exc:  # a ProducerStateError stays one: Kafka's recovery throws there
                 marker = type(exc)(exc.message, path=exc.path, position=exc.position,
                                    expected=plain(exc.expected), actual=plain(exc.actual))
-        return cls(batch.path, batch.position, base, batch.last_offset, batch.magic, batch.partition_leader_epoch,
-                   batch.producer_id, batch.producer_epoch, batch.base_sequence, batch.last_sequence,
-                   batch.is_transactional, batch.is_control, batch.max_timestamp, marker)
+        return cls(batch.path, batch.position, batch.size, base, batch.last_offset, batch.magic,
+                   batch.partition_leader_epoch, batch.producer_id, batch.producer_epoch, batch.base_sequence,
+                   batch.last_sequence, batch.is_transactional, batch.is_control, batch.max_timestamp, marker)
 
     def records_reading_controls(self) -> list[Record]:
         if isinstance(self.marker, CorruptDataError):
@@ -105,9 +106,9 @@ class FactsRun:
         if facts.magic < 2 or not -INT32_MAX - 1 <= delta <= INT32_MAX:
             return None
         column = np.zeros((len(bulk_scan.COLUMNS), 1), dtype=np.int64)
-        column[[POSITION, BASE_OFFSET, LAST_OFFSET_DELTA, LEADER_EPOCH, ATTRIBUTES, MAX_TIMESTAMP, PRODUCER_ID,
+        column[[POSITION, SIZE, BASE_OFFSET, LAST_OFFSET_DELTA, LEADER_EPOCH, ATTRIBUTES, MAX_TIMESTAMP, PRODUCER_ID,
                 PRODUCER_EPOCH, BASE_SEQUENCE], 0] = (
-            facts.position, facts.base_offset, delta, facts.partition_leader_epoch,
+            facts.position, facts.size, facts.base_offset, delta, facts.partition_leader_epoch,
             ATTR_TRANSACTIONAL * facts.is_transactional | ATTR_CONTROL * facts.is_control, facts.max_timestamp,
             facts.producer_id, facts.producer_epoch, facts.base_sequence)
         return column
@@ -115,17 +116,17 @@ class FactsRun:
     def rows(self, which: list[int] | None = None) -> Iterator[BatchFacts]:
         """Each batch's facts, or those of the rows `which`."""
         path, magic, given = self.path, self.magic, self.given
-        columns = self.columns[[POSITION, BASE_OFFSET, LAST_OFFSET_DELTA, LEADER_EPOCH, ATTRIBUTES, MAX_TIMESTAMP,
+        columns = self.columns[[POSITION, SIZE, BASE_OFFSET, LAST_OFFSET_DELTA, LEADER_EPOCH, ATTRIBUTES, MAX_TIMESTAMP,
                                 PRODUCER_ID, PRODUCER_EPOCH, BASE_SEQUENCE]]
-        for row, (position, base, delta, epoch, attributes, max_timestamp, producer_id, producer_epoch,
+        for row, (position, size, base, delta, epoch, attributes, max_timestamp, producer_id, producer_epoch,
                   base_sequence) in zip(range(columns.shape[1]) if which is None else which,
                                         zip(*(columns if which is None else columns[:, which]).tolist())):
             if row in given:
                 yield given[row]
                 continue
             last_sequence = batch_last_sequence(base_sequence, delta)
-            yield BatchFacts(path, position, base, java_long(base + delta), magic, epoch, producer_id, producer_epoch,
-                             base_sequence, last_sequence, bool(attributes & ATTR_TRANSACTIONAL),
+            yield BatchFacts(path, position, size, base, java_long(base + delta), magic, epoch, producer_id,
+                             producer_epoch, base_sequence, last_sequence, bool(attributes & ATTR_TRANSACTIONAL),
                              bool(attributes & ATTR_CONTROL), max_timestamp, None)
 
 
