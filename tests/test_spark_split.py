@@ -123,12 +123,12 @@ def _containing(starts: list[int], position: int) -> int:
 
 @pytest.fixture(scope="module")
 def damaged_partitions(tmp_path_factory) -> Path:
-    """A log dir of the generated partition (big-0) and damaged copies of it (big-1..big-6)."""
+    """A log dir of the generated partition (big-0) and damaged copies of it (big-1..big-7)."""
     root = tmp_path_factory.mktemp("split") / "kafka-logs"
     root.mkdir()
     (root / "meta.properties").write_text("version=0\nbroker.id=1\n")
     starts = write_partition(root / "big-0")
-    for number in range(1, 7):
+    for number in range(1, 8):
         shutil.copytree(root / "big-0", root / f"big-{number}")
     def seg0(number: int) -> Path:
         return sorted((root / f"big-{number}").glob("*.log"))[0]
@@ -165,6 +165,11 @@ def damaged_partitions(tmp_path_factory) -> Path:
     # 6: damage in the middle of the active segment, and zeros after its last batch
     _flip(seg1(6), _containing(starts[1], c1[len(c1) // 2] + 1000) + 80)
     seg1(6).write_bytes(seg1(6).read_bytes() + bytes(10000))
+    # 7: a batch deep in the active segment whose base offset (outside the CRC) is below the segment's:
+    # one pass orders stage 2's offset-not-increasing before stage 1's offset-below-segment-base
+    data = bytearray(seg1(7).read_bytes())
+    struct.pack_into(">q", data, _containing(starts[1], c1[len(c1) // 2] + 1000), 5)
+    seg1(7).write_bytes(bytes(data))
     return root
 
 
@@ -193,8 +198,8 @@ def test_split_segments_give_one_process_findings(spark, split_at, damaged_parti
     split_at(RANGE_BYTES)
     findings, run = assert_split_same_as_one_process(spark, [str(damaged_partitions)], deep, stage_2_on, read_as)
     ranges = [unit for unit in run.units if unit.part is not None]
-    assert len(ranges) >= 7 * 20 and all(unit.size < 2 * RANGE_BYTES for unit in run.units)
-    codes: dict[str, set[str]] = {f"big-{number}": set() for number in range(7)}
+    assert len(ranges) >= 8 * 20 and all(unit.size < 2 * RANGE_BYTES for unit in run.units)
+    codes: dict[str, set[str]] = {f"big-{number}": set() for number in range(8)}
     for finding in findings:
         if finding["severity"] != "info":
             codes[Path(finding["file"]).parent.name].add(finding["code"])
@@ -205,6 +210,7 @@ def test_split_segments_give_one_process_findings(spark, split_at, damaged_parti
     assert {"index-position-not-batch-start"} <= codes["big-4"]
     tail = "still-being-written" if read_as == "live" else "truncated-tail"
     assert tail in codes["big-5"] and tail in codes["big-6"] and "crc-mismatch" in codes["big-6"]
+    assert {"offset-below-segment-base", "offset-not-increasing"} <= codes["big-7"]
 
 
 def test_a_split_golden_corpus_gives_one_process_findings(spark, split_at):

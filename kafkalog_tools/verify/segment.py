@@ -160,9 +160,9 @@ class RangeReport:
 
     segment: Segment
     start: int
-    stop: int | None
-    """Where the walk ended: that boundary, where it stopped short (before damage, ...), or None
-    at the end of the segment."""
+    stop: int
+    """Where the walk ended: that boundary, where it stopped short (before damage, ...), or the
+    end of the file as the range's task mapped it."""
     live: bool
     counts: Summary
     """batches, records, intact_bytes."""
@@ -231,10 +231,11 @@ def check_range(segment: Segment, start: int, until: int | None, deep: bool = Tr
             return empty
         scan = LogScan(log, segment, deep, report, None, functools.partial(_keep, report.batches))
         scan.range_start = start
+        # at the end of the file as mapped here: a file still being written may be longer where
+        # the ranges are put together, which reads on from here
         stop = scan.walk(start, until)
+        stop = scan.stopped_short if scan.stopped_short is not None else log.end if stop is None else stop
         scan.bulk = None  # its numpy view pins the map
-    if scan.stopped_short is not None:
-        stop = scan.stopped_short
     last = report.batches[-1] if report.batches else None
     if type(last) is FactsRun:
         last = int((last.columns[BASE_OFFSET, -1:] + last.columns[LAST_OFFSET_DELTA, -1:])[0])  # (wraps as a run's do)
