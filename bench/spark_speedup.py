@@ -223,7 +223,8 @@ def big_segment(args, root: Path) -> None:
         single = Verification([str(root)])
         expected = [f.to_json() for f in single]
         single_times.append(time.perf_counter() - started)
-    spark = start_session(args.master, {"spark.ui.showConsoleProgress": "false"})
+    # a 2 GiB segment's facts in one task's result (~230 MB pickled) stalled a job with the default 1g
+    spark = start_session(args.master, {"spark.ui.showConsoleProgress": "false", "spark.driver.memory": "4g"})
     cores = spark.sparkContext.defaultParallelism
     kinds = (("one task", "0"), ("byte ranges", None))
     times: dict[str, list[float]] = {kind: [] for kind, _ in kinds}

@@ -289,9 +289,10 @@ class LogScan:
         self.until = log.end + 1
         """`walk` reads the batches that start before this."""
         self.range_start: int | None = None
-        """A range of a split segment (`ranges`) walked from here, the batches before it unknown: the
-        walk stops short before whatever depends on them - damage (its resync, its report), a shallow
-        check's legacy wrapper base (`legacy_floor`) after the first byte - at `stopped_short`."""
+        """A range of a split segment (`check_range`) walked from here, the batches before it unknown:
+        the walk stops short, at `stopped_short`, before whatever depends on them - damage (where it
+        resyncs, what it reports) and, unless the range starts the segment, a shallow check's
+        compressed legacy wrapper (its base offset is `legacy_floor`)."""
         self.stopped_short: int | None = None
         self.bulk = BulkScan(self) if bulk_scan.wanted(log.buffer, log.end, deep, legacy=True) else None
 
