@@ -4,6 +4,13 @@ and listing at fleet scale.
     python bench/spark_speedup.py --size 2GiB           # the issue's measurement
     python bench/spark_speedup.py --size 256MiB         # a quick smoke run
     python bench/spark_speedup.py --parts fleet,listing # listing only (below)
+    python bench/spark_speedup.py --parts segment --size 2GiB  # one big segment (below)
+
+`segment`: one partition of a single `--size` segment, verified in one process and with --spark
+as one task (`spark.kafkalog.rangeBytes=0`, as before segments were split) and cut into byte ranges
+(the default: the .log bytes over 4 tasks a core, at least 32 MiB), alternately in one session,
+after a small job that starts every core's Python worker; medians of `--repeat`. `--variant prod`
+(default) is bench/run.py's production-like segment, indexed by `kafkalog rebuild-index`.
 
 `fleet`: a log dir of `--fleet-partitions` partitions of one small segment each (.log, .index,
 .timeindex: 15,000 files for 5,000), verified with --spark as a local path, as a file:// URI (read in
@@ -172,6 +179,83 @@ def speedup(args, root: Path) -> None:
           f"{one / warm:.2f}x | {one / (first + session_start):.2f}x |")
 
 
+def generate_production_segment(root: Path, size: int) -> int:
+    """bench/run.py's `prod` variant (300 idempotent producers interleaved, transactions, five codecs)
+    as one segment, indexed by `kafkalog rebuild-index` as Kafka's recovery indexes it."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("bench_run", Path(__file__).with_name("run.py"))
+    bench_run = sys.modules["bench_run"] = importlib.util.module_from_spec(spec)  # (its dataclasses look it up)
+    spec.loader.exec_module(bench_run)
+    (root / "meta.properties").write_text("version=0\nbroker.id=1\n")
+    partition = root / "bench-prod-0"
+    partition.mkdir()
+    (partition / "leader-epoch-checkpoint").write_text("0\n1\n0 0\n")
+    log = partition / f"{0:020d}.log"
+    bench_run.write_segment(log, next(v for v in bench_run.VARIANTS if v.name == "prod"), size)
+    import subprocess
+
+    subprocess.run([sys.executable, "-m", "kafkalog_tools", "rebuild-index", "--no-backup", "--format", "json",
+                    str(partition)], check=True, stdout=subprocess.DEVNULL, cwd=Path(__file__).resolve().parent.parent)
+    return log.stat().st_size
+
+
+def big_segment(args, root: Path) -> None:
+    """verify --spark on one segment of --size bytes: one task for it, then byte ranges."""
+    started = time.perf_counter()
+    if args.variant == "prod":
+        written = generate_production_segment(root, args.size)
+    else:
+        written, segments = generate(root, args.size, 1, args.size)
+        assert segments == 1
+    print(f"generated one {args.variant} segment of {written / 2**20:,.0f} MiB in {time.perf_counter() - started:.1f} s "
+          f"under {root}", file=sys.stderr)
+    warm_up = root.parent / "warm-up"
+    warm_up.mkdir()
+    generate(warm_up, 8 << 20, 1, 8 << 20)
+    from kafkalog_tools.spark.plan import RANGE_BYTES_CONF
+    from kafkalog_tools.spark.session import start_session
+    from kafkalog_tools.spark.verify import SparkVerification
+
+    single_times = []
+    for _ in range(args.repeat):
+        started = time.perf_counter()
+        single = Verification([str(root)])
+        expected = [f.to_json() for f in single]
+        single_times.append(time.perf_counter() - started)
+    # a 2 GiB segment's facts in one task's result (~230 MB pickled) stalled a job with the default 1g
+    spark = start_session(args.master, {"spark.ui.showConsoleProgress": "false", "spark.driver.memory": "4g"})
+    cores = spark.sparkContext.defaultParallelism
+    kinds = (("one task", "0"), ("byte ranges", None))
+    times: dict[str, list[float]] = {kind: [] for kind, _ in kinds}
+    tasks = {}
+    try:
+        spark.conf.set(RANGE_BYTES_CONF, str(1 << 20))  # 8 tasks: every core starts its Python worker
+        list(SparkVerification(spark, [str(warm_up)]))
+        for _ in range(args.repeat):
+            for kind, range_bytes in kinds:
+                if range_bytes is None:
+                    spark.conf.unset(RANGE_BYTES_CONF)
+                else:
+                    spark.conf.set(RANGE_BYTES_CONF, range_bytes)
+                started = time.perf_counter()
+                run = SparkVerification(spark, [str(root)])
+                found = [f.to_json() for f in run]
+                times[kind].append(time.perf_counter() - started)
+                tasks[kind] = len(run.units)
+                if found != expected or run.summary != single.summary:
+                    sys.exit(f"the Spark findings ({kind}) differ from the single-process findings")
+    finally:
+        spark.stop()
+    one = statistics.median(single_times)
+    whole, split = (statistics.median(times[kind]) for kind, _ in kinds)
+    print(f"| one {args.variant} segment | one process | {args.master} ({cores} cores), one task | speedup | same, "
+          f"{tasks['byte ranges']} byte ranges | speedup | ranges / one task |")
+    print("| --- | --- | --- | --- | --- | --- | --- |")
+    print(f"| {written / 2**20:,.0f} MiB | {one:.1f} s | {whole:.1f} s | {one / whole:.2f}x | {split:.1f} s "
+          f"| {one / split:.2f}x | {whole / split:.2f}x |")
+
+
 def fleet(args, root: Path) -> None:
     """verify --spark over a local path and over its file:// URI, alternately, same session."""
     started = time.perf_counter()
@@ -247,10 +331,14 @@ def listing(args, root: Path) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--parts", default="speedup,fleet,listing", help="which measurements, comma-separated")
+    parser.add_argument("--parts", default="speedup,segment,fleet,listing",
+                        help="which measurements, comma-separated")
     parser.add_argument("--size", type=parse_size, default=parse_size("2GiB"), help="bytes of .log (e.g. 256MiB, 2GiB)")
     parser.add_argument("--partitions", type=int, default=16)
     parser.add_argument("--segment-size", type=parse_size, default=parse_size("64MiB"))
+    parser.add_argument("--variant", choices=("simple", "prod"), default="prod",
+                        help="for `segment`: the generated partition's batches (simple: one producer, 40 records "
+                             "of 500 B a batch, no codec) or bench/run.py's production-like `prod`")
     parser.add_argument("--fleet-partitions", type=int, default=5000)
     parser.add_argument("--listing-files", type=int, default=100_000)
     parser.add_argument("--master", default="local[2]")
@@ -263,7 +351,7 @@ def main() -> None:
         for part in args.parts.split(","):
             root = base / part / "kafka-logs"
             root.mkdir(parents=True)
-            {"speedup": speedup, "fleet": fleet, "listing": listing}[part](args, root)
+            {"speedup": speedup, "segment": big_segment, "fleet": fleet, "listing": listing}[part](args, root)
             shutil.rmtree(base / part, ignore_errors=True)
     finally:
         if args.dir is None:

@@ -138,6 +138,8 @@ class Reader:
         """The call `runs` made on the scan thread, while its caller works on the one before."""
         self.other_columns = None
         """`runs`' second buffer, made on first use."""
+        self.until = sys.maxsize
+        """Batches that start here or later are left unread (a walk that pauses there)."""
 
     def read(self, position: int, deep: bool, legacy_floor: int | None = None) -> tuple[int, int, bool]:
         """One call from `position`: (batches now in `columns`, where the next entry starts, whether
@@ -148,7 +150,7 @@ class Reader:
 
     def _read(self, position: int, deep: bool, legacy_floor: int | None, columns) -> tuple[int, int, bool]:
         end = self.segment.end
-        limit = min(end, position + self.step)
+        limit = min(end, position + self.step, self.until)
         if self.prefetch is not None:
             self.prefetch.ahead(limit, min(end, limit + self.step))
         if legacy_floor is None:
@@ -176,7 +178,7 @@ class Reader:
                 n, after, stopped = self.ahead.result()
                 columns = buffers[turn]
                 self.ahead = None
-                if not stopped and after + _MAGIC < end and buffer[after + _MAGIC] >= 2:
+                if not stopped and after + _MAGIC < end and after < self.until and buffer[after + _MAGIC] >= 2:
                     turn ^= 1
                     self.ahead = _scan_thread().submit(self._read, after, deep, None, buffers[turn])
                 yield columns, n, after, stopped

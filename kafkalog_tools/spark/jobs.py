@@ -12,11 +12,14 @@ from .remote import RemoteFile, prune_dirs, staged
 
 
 def check_segments(units, deep: bool):
-    """Verify's stage 1 for each segment of a group: (partition key, report)."""
+    """Verify's stage 1 for each segment (or byte range of one) of a group: (partition key, report)."""
     try:
         for unit in units:
             with staged(unit.remote, prune=False):
-                report = verify.check_segment(unit.segment, unit.is_active, deep, live=unit.live)
+                if unit.part is None:
+                    report = verify.check_segment(unit.segment, unit.is_active, deep, live=unit.live)
+                else:
+                    report = verify.check_range(unit.segment, *unit.part, deep, live=unit.live)
             yield unit.key, report
     finally:
         prune_dirs(file for unit in units for file in unit.remote)
@@ -27,7 +30,7 @@ def check_partition(item, deep: bool):
     key, (partitions, reports) = item
     [(partition, named, remote)] = list(partitions)
     with staged(remote):
-        return key, verify.check_partition(partition, named, deep, {report.log: report for report in reports})
+        return key, verify.check_partition(partition, named, deep, reports)
 
 
 @dataclass(frozen=True)

@@ -34,13 +34,15 @@ class SparkVerification(v.Verification):
         self.outcomes: dict[tuple[int, int], v.PartitionOutcome] | None = None
         self.current_path: str | None = None
         """The path given whose findings are being yielded."""
+        self.units: list[plan.SegmentUnit] = []
+        """Stage 1's tasks' units: a segment each, or a byte range of a big one."""
 
     def __iter__(self) -> Iterator[v.Finding]:
         try:
             if self.outcomes is None:
                 with task_errors():
                     self.outcomes = run_partition_checks(self.spark, self.targets, self.deep, self.layout,
-                                                         self.stage_2_on)
+                                                         self.stage_2_on, self.units)
             log_dir_files = [path for target in self.targets if target.log_dir for path in target.log_dir.files.values()]
             with staged(self.layout.remote_files(log_dir_files)):
                 for finding in super().__iter__():
@@ -68,14 +70,17 @@ DRIVER_STAGE_2_MAX_BYTES = 64 << 30
 batch; it saves a shuffle stage, ~1 s); above it, on executors after a shuffle by partition."""
 
 
-def run_partition_checks(spark, targets, deep: bool, layout: HadoopLayout, stage_2_on: str | None = None
-                         ) -> dict[tuple[int, int], v.PartitionOutcome]:
-    """Stage 1 per segment on the cluster, balanced by bytes; then stage 2 per partition, on the
-    driver or (`stage_2_on="executors"`, the default above DRIVER_STAGE_2_MAX_BYTES) on executors.
-    Only compact facts travel, never segment bytes; files behind URIs are staged where they are read."""
+def run_partition_checks(spark, targets, deep: bool, layout: HadoopLayout, stage_2_on: str | None = None,
+                         planned: list | None = None) -> dict[tuple[int, int], v.PartitionOutcome]:
+    """Stage 1 per segment (a big one cut into byte ranges) on the cluster, balanced by bytes; then
+    stage 2 per partition, on the driver or (`stage_2_on="executors"`, the default above DRIVER_STAGE_2_MAX_BYTES) on executors.
+    Only compact facts travel, never segment bytes; files behind URIs are staged where they are read.
+    `planned` gets stage 1's units."""
     sc = spark.sparkContext
     cores = sc.defaultParallelism
-    units = plan.segment_units(targets, layout)
+    units = plan.split(plan.segment_units(targets, layout), cores, plan.range_bytes_setting(spark))
+    if planned is not None:
+        planned.extend(units)
     groups = plan.balance(units, cores)
     partitions = [((number, index), (partition, named, layout.remote_files(plan.stage_2_inputs(partition, named))))
                   for number, target in enumerate(targets) for index, (partition, named) in enumerate(target.partitions)]
@@ -85,9 +90,9 @@ def run_partition_checks(spark, targets, deep: bool, layout: HadoopLayout, stage
     if stage_2_on is None:
         stage_2_on = "driver" if sum(unit.size for unit in units) <= DRIVER_STAGE_2_MAX_BYTES else "executors"
     if stage_2_on == "driver":
-        by_partition: dict[tuple[int, int], dict[str, v.SegmentReport]] = {key: {} for key, _ in partitions}
+        by_partition: dict[tuple[int, int], list[v.SegmentReport | v.RangeReport]] = {key: [] for key, _ in partitions}
         for key, report in reports.collect():
-            by_partition[key][report.log] = report
+            by_partition[key].append(report)
         outcomes = {}
         for key, (partition, named, remote) in partitions:
             with staged(remote, prune=False):  # the staging root goes at `layout.close`

@@ -20,16 +20,17 @@ Where things are, each module importing only those before it:
 - findings.py: `Finding`, `Summary`, severities; the order of findings at one position.
 - indexes.py: the offset and time indexes against a segment's batches, the .txnindex on its own.
 - bulk.py: stage 1 over runs of batches the compiled scan (`native`) read.
-- segment.py: stage 1, one segment's own files (`check_segment`), and the facts it hands on.
+- segment.py: stage 1, one segment's own files (`check_segment`), and the facts it hands on; a big
+  segment's byte ranges walked apart (`check_range`) and put together as one walk reads them.
 - partition.py: stage 2, a partition over those facts (`check_partition`): offset order, leader
   epochs, producer state and snapshots, transaction indexes.
 - verification.py: `Verification` over the paths given, and a log dir's own files.
 """
 from .findings import ERROR, INFO, MAX_FINDINGS_PER_CODE, WARNING, Finding, ProgressCallback, Summary
 from .partition import PartitionOutcome, check_partition
-from .segment import BatchConsumer, BatchFacts, FactsRun, SegmentReport, check_segment
+from .segment import BatchConsumer, BatchFacts, FactsRun, RangeReport, SegmentReport, check_range, check_segment
 from .verification import BatchWatcher, Verification
 
 __all__ = ["ERROR", "INFO", "MAX_FINDINGS_PER_CODE", "WARNING", "BatchConsumer", "BatchFacts", "BatchWatcher", "FactsRun",
-           "Finding", "PartitionOutcome", "ProgressCallback", "SegmentReport", "Summary", "Verification",
-           "check_partition", "check_segment"]
+           "Finding", "PartitionOutcome", "ProgressCallback", "RangeReport", "SegmentReport", "Summary",
+           "Verification", "check_partition", "check_range", "check_segment"]

@@ -34,8 +34,11 @@ class BulkScan:
         lowest, highest = scan.segment.base_offset, scan.segment.base_offset + INT32_MAX
         start = position
         stopped = False
-        while position < log.end and not stopped:
+        reader.until = scan.until
+        while position < min(log.end, scan.until) and not stopped:
             magic = log.buffer[position + MAGIC_OFFSET] if position + MAGIC_OFFSET < log.end else 2
+            if magic < 2 and scan.range_start and not scan.deep:
+                break  # the wrappers' base offsets need the batches before the range: the per-batch path stops
             if magic >= 2:
                 for columns, n, position, stopped in reader.runs(position, scan.deep):
                     if n:

@@ -67,6 +67,24 @@ class BatchTable:
             kept.frombytes(memoryview(np.ascontiguousarray(column, dtype=np.int64)).cast("B"))
         self.max_timestamp = int(prefix[-1])
 
+    def append(self, other: "BatchTable") -> None:
+        """The batches of `other`, which follow these in the segment (a range of it, read apart)."""
+        if not other.count:
+            return
+        if not self.count:
+            self.first_base_offset = other.first_base_offset
+        self.count += other.count
+        self.end = other.end
+        if self.keep_rows:
+            import numpy as np
+
+            for kept, column in ((self.positions, other.positions), (self.base_offsets, other.base_offsets),
+                                 (self.last_offsets, other.last_offsets)):
+                kept.extend(column)
+            prefix = np.maximum(np.frombuffer(other.prefix_max_timestamps, np.int64), self.max_timestamp)
+            self.prefix_max_timestamps.frombytes(memoryview(prefix).cast("B"))
+        self.max_timestamp = max(self.max_timestamp, other.max_timestamp)
+
     def __len__(self) -> int:
         return self.count
 

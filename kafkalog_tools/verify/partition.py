@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from operator import itemgetter
 from pathlib import Path
-from typing import Callable, Iterator, Mapping
+from typing import Callable, Iterable, Iterator
 
 from ..errors import CorruptDataError, InputError, KafkaLogError
 from ..formats import checkpoint, producer_snapshot
@@ -19,7 +19,7 @@ from ..recovery import ProducerState, ProducerStateError, starting_producer_stat
 from .findings import (ERROR, INFO, RANK_EPOCH, RANK_ORDER, RANK_PRODUCER, WARNING, Finding, Summary, from_error,
                        position_key)
 from .indexes import index_path
-from .segment import TRUNCATE_HINT, BatchConsumer, BatchFacts, FactsRun, SegmentReport
+from .segment import TRUNCATE_HINT, BatchConsumer, BatchFacts, FactsRun, RangeReport, SegmentReport, check_segment
 
 
 @dataclass
@@ -451,9 +451,23 @@ class PartitionOutcome:
 
 
 def check_partition(partition: PartitionDir, named: list[Segment] | None, deep: bool,
-                    reports: Mapping[str, SegmentReport]) -> PartitionOutcome:
-    """Stage 2 of one partition over stage 1 reports made elsewhere, keyed by .log path."""
-    return partition_outcome(partition, named, deep, lambda segment, _active, _consumer: reports[str(segment.log)])
+                    reports: Iterable[SegmentReport | RangeReport]) -> PartitionOutcome:
+    """Stage 2 of one partition over stage 1 reports made elsewhere: a segment's own, or those of
+    its byte ranges, put together here (reading the segment where they could not tell)."""
+    by_log: dict[str, SegmentReport | list[RangeReport]] = {}
+    for report in reports:
+        if isinstance(report, RangeReport):
+            by_log.setdefault(report.log, []).append(report)
+        else:
+            by_log[report.log] = report
+
+    def stage_1(segment: Segment, is_active: bool, consumer: BatchConsumer) -> SegmentReport:
+        found = by_log[str(segment.log)]
+        if isinstance(found, SegmentReport):
+            return found
+        return check_segment(segment, is_active, deep, on_batch=consumer, live=found[0].live, ranges=found)
+
+    return partition_outcome(partition, named, deep, stage_1)
 
 
 def partition_outcome(partition: PartitionDir, named: list[Segment] | None, deep: bool,

@@ -3,6 +3,7 @@ nothing from other segments, so it runs wherever the files can be read; what sta
 batch (`BatchFacts`, `FactsRun`) goes to a consumer as it is read."""
 from __future__ import annotations
 
+import bisect
 import functools
 import re
 import struct
@@ -153,17 +154,45 @@ class SegmentReport:
     stage 2 says which open transactions that touches."""
 
 
+@dataclass
+class RangeReport:
+    """A byte range of a segment walked on its own (`check_range`), from a batch start to the first
+    batch boundary at or past the next range's start. Its ordinals count from its own first batch."""
+
+    segment: Segment
+    start: int
+    stop: int
+    """Where the walk ended: that boundary, where it stopped short (before damage, ...), or the
+    end of the file as the range's task mapped it."""
+    live: bool
+    counts: Summary
+    """batches, records, intact_bytes."""
+    log_findings: list[tuple[tuple[int, int, int], Finding]]
+    batches: list[BatchFacts | FactsRun]
+    table: "BatchTable"
+    last_offset: int | None
+    """Largest last offset of its batches."""
+    offsets: tuple[int, int] | None
+    """Its first batch's base offset and its last batch's last offset (None without batches)."""
+
+    @property
+    def log(self) -> str:
+        return str(self.segment.log)
+
+
 BatchConsumer = Callable[[BatchFacts | FactsRun], None]
 """Takes each intact batch's facts as stage 1 reads them; a `FactsRun` only for the call."""
 
 
 def check_segment(segment: Segment, is_active: bool, deep: bool = True,
                   on_progress: ProgressCallback | None = None, on_batch: BatchConsumer | None = None,
-                  live: bool = False) -> SegmentReport:
+                  live: bool = False, ranges: list[RangeReport] | None = None) -> SegmentReport:
     """Stage 1: everything a segment's own files say (batches, CRCs, records, damage, offset and
     time indexes). Needs nothing from other segments, so it runs wherever the files can be read.
     Each intact batch's facts go to `on_batch` as they are read, or without one into the report.
-    `live`: a broker may be appending to the active segment (`broker.BrokerState.live`)."""
+    `live`: a broker may be appending to the active segment (`broker.BrokerState.live`).
+    `ranges`: the segment's byte ranges walked apart (`check_range`), put together as one walk
+    reads the segment (`LogScan.walk_ranges`)."""
     report = SegmentReport(str(segment.log), Summary(records=0 if deep else None))
     try:
         log = SegmentFile(segment.log)
@@ -176,11 +205,46 @@ def check_segment(segment: Segment, is_active: bool, deep: bool = True,
         report.counts.log_bytes += log.file_size
         scan = LogScan(log, segment, deep, report, on_progress, on_batch or functools.partial(_keep, report.batches))
         scan.is_active, scan.live = is_active, live
-        scan.run()
+        if ranges:
+            scan.walk_ranges(ranges)
+        else:
+            scan.run()
         report.index_findings.extend(check_offset_index(segment, log, scan.table, is_active))
         report.index_findings.extend(check_time_index(segment, log, scan.table, is_active))
     report.txn_entries, report.txn_findings = read_txn_index(segment)
     return report
+
+
+def check_range(segment: Segment, start: int, until: int | None, deep: bool = True,
+                live: bool = False) -> RangeReport:
+    """A byte range of a big segment, for `check_segment(ranges=...)` to put together: its batches
+    from `start` (a batch start, as the offset index says) to the first boundary at or past `until`
+    (None: the end), checked as in one walk; it stops short before anything that depends on the
+    batches before it (see `LogScan.range_start`), which the walk putting the ranges together reads."""
+    report = SegmentReport(str(segment.log), Summary(records=0 if deep else None))
+    empty = RangeReport(segment, start, start, live, report.counts, [], [], BatchTable(), None, None)
+    try:
+        log = SegmentFile(segment.log)
+    except InputError:
+        return empty  # nothing read: `check_segment` says why
+    with log:
+        if start > log.end:
+            return empty
+        scan = LogScan(log, segment, deep, report, None, functools.partial(_keep, report.batches))
+        scan.range_start = start
+        # at the end of the file as mapped here: a file still being written may be longer where
+        # the ranges are put together, which reads on from here
+        stop = scan.walk(start, until)
+        stop = scan.stopped_short if scan.stopped_short is not None else log.end if stop is None else stop
+        scan.bulk = None  # its numpy view pins the map
+    last = report.batches[-1] if report.batches else None
+    if type(last) is FactsRun:
+        last = int((last.columns[BASE_OFFSET, -1:] + last.columns[LAST_OFFSET_DELTA, -1:])[0])  # (wraps as a run's do)
+    elif last is not None:
+        last = last.last_offset
+    offsets = None if last is None else (scan.table.first_base_offset, last)
+    return RangeReport(segment, start, stop, live, report.counts, report.log_findings, report.batches, scan.table,
+                       scan.last_offset, offsets)
 
 
 def _keep(batches: list, facts: "BatchFacts | FactsRun") -> None:
@@ -223,12 +287,31 @@ class LogScan:
         """The partition's last segment: a broker may be appending to it as we read."""
         self.live = False
         """A broker runs on the log dir (or --live): the active segment's end may be a write in progress."""
+        self.until = log.end + 1
+        """`walk` reads the batches that start before this."""
+        self.range_start: int | None = None
+        """A range of a split segment (`check_range`) walked from here, the batches before it unknown:
+        the walk stops short, at `stopped_short`, before whatever depends on them - damage (where it
+        resyncs, what it reports) and, unless the range starts the segment, a shallow check's
+        compressed legacy wrapper (its base offset is `legacy_floor`)."""
+        self.stopped_short: int | None = None
         self.bulk = BulkScan(self) if bulk_scan.wanted(log.buffer, log.end, deep, legacy=True) else None
 
     def run(self) -> None:
-        position: int | None = 0
-        while position is not None:
+        self.walk(0)
+        self.finish()
+
+    def walk(self, position: int | None, until: int | None = None) -> int | None:
+        """Read batches from `position` up to the first batch boundary at or after `until` (a
+        position where a resync lands counts); return it, or None at the end of the segment (or
+        where a range stops short). Walks that pause and go on read as one walk does."""
+        self.until = self.log.end + 1 if until is None else until
+        while position is not None and position < self.until:
             position = self._walk_from(position)
+        return position
+
+    def finish(self) -> None:
+        """After the last walk: the damage found, and the first batch's offset against the name."""
         self.bulk = None  # its numpy view pins the map
         after = (RANK_AFTER, self.counts.batches)  # found after every batch, as one pass finds them
         findings = self.report.log_findings
@@ -244,15 +327,22 @@ class LogScan:
             self.on_progress(self.log.file_size - self.reported)
 
     def _walk_from(self, position: int) -> int | None:
-        """Read batches from `position`; return where to continue after damage, or None at the end."""
-        log, bulk = self.log, self.bulk
+        """Read batches from `position`; return where to continue after damage or at `until`, or
+        None at the end."""
+        log, bulk, until = self.log, self.bulk, self.until
+        short = self.range_start is not None
+        floor_unknown = bool(self.range_start) and not self.deep
         while True:
             if bulk is not None:
                 position = bulk.accept_from(position)
             taken = 0
             for entry in log.entries(position):
+                if entry.position >= until:
+                    return entry.position
                 if isinstance(entry, BadEntry) or not entry.crc_valid:
-                    return self._entry_damage(entry)
+                    return self._stop_short(entry.position) if short else self._entry_damage(entry)
+                if floor_unknown and entry.magic < 2 and entry.compression_id:
+                    return self._stop_short(entry.position)
                 self._accept(entry)
                 taken += 1
                 if bulk is not None and taken == bulk.then_one_by_one:
@@ -263,6 +353,10 @@ class LogScan:
         if log.stop is Stop.END:
             return None
         start = log.stop_position
+        if start >= until:
+            return start
+        if short:
+            return self._stop_short(start)
         if log.stop is Stop.SHORT_TAIL:
             self._add_damage(start, log.end, "short-tail",
                              f"{log.end - start} trailing bytes, too few for a batch header (17)", None, writing=True)
@@ -283,6 +377,49 @@ class LogScan:
         self._add_damage(start, resync if resync is not None else log.end, code, what, resync,
                          writing=log.stop is Stop.PARTIAL_ENTRY)
         return resync
+
+    def walk_ranges(self, ranges: list[RangeReport]) -> None:
+        """`run` over ranges walked apart: a range is taken where this walk reaches its start, up to
+        where its own walk ended; from anywhere else (a range stopped short, or ended past the next
+        one's start: damage, an index entry off a batch start) this walk reads on itself, to the
+        next range start it lands on. What it takes is what one walk reads."""
+        by_start = {part.start: part for part in ranges}
+        starts = sorted(by_start)
+        position: int | None = 0
+        while position is not None:
+            part = by_start.pop(position, None)
+            if part is not None:
+                self._adopt(part)
+                position = part.stop
+                continue
+            later = bisect.bisect_right(starts, position)
+            position = self.walk(position, starts[later] if later < len(starts) else None)
+        self.finish()
+
+    def _adopt(self, part: RangeReport) -> None:
+        """A range's batches as if this walk had read them: its findings numbered on from here, and
+        what follows the latest damage grown by them."""
+        counts, shift = self.counts, self.counts.batches
+        self.report.log_findings.extend(((position, ordinal + shift, rank), finding)
+                                        for (position, ordinal, rank), finding in part.log_findings)
+        for facts in part.batches:
+            self.on_batch(facts)
+        self.table.append(part.table)
+        if part.last_offset is not None and (self.last_offset is None or part.last_offset > self.last_offset):
+            self.last_offset = part.last_offset
+        counts.batches += part.counts.batches
+        counts.intact_bytes += part.counts.intact_bytes
+        if self.deep:
+            counts.records += part.counts.records
+        if self.damage and part.offsets is not None:
+            latest = self.damage[-1]
+            latest.intact_bytes += part.counts.intact_bytes
+            latest.intact_batches += part.counts.batches
+            latest.offsets = [latest.offsets[0] if latest.offsets else part.offsets[0], part.offsets[1]]
+
+    def _stop_short(self, position: int) -> None:
+        self.stopped_short = position
+        return None
 
     def _write_in_progress(self, start: int, end: int, writing: bool, entry_end: int | None) -> str | None:
         """What a live broker's write looks like at the end of the active segment, if [start, end) does:
