@@ -367,7 +367,7 @@ def bench_log_dir(partition: Path, size: int, runs: int, only: set[str] | None) 
     """A log dir of copies of the variant's partition (indexes included) up to `size`, as an audit
     reads one: the read+CRC32C limit over all its .log files in one process, against `verify` with
     its workers (every CPU) and with one process."""
-    root = partition.parent / f"logdir-{partition.name}"
+    root = partition.parent / f"logdir-of-{partition.name}-copies"  # not a partition dir's name
     copies = -(-size // partition.joinpath("00000000000000000000.log").stat().st_size)
     for number in range(copies):
         shutil.copytree(partition, root / f"{partition.name.rsplit('-', 1)[0]}-{number}")
