@@ -7,7 +7,6 @@ the same, field by field, findings in the same order with the same keys."""
 from __future__ import annotations
 
 import random
-from pathlib import Path
 
 import pytest
 
