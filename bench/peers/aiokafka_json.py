@@ -41,7 +41,18 @@ def text(data: bytes | None) -> tuple[str | None, str | None]:
         return base64.b64encode(data).decode("ascii"), "base64"
 
 
-def record_line(path, position, record, sequence, size, legacy=None) -> bytes:
+MARKERS = {0: "ABORT", 1: "COMMIT"}
+
+
+def marker(record) -> dict:
+    """A transaction marker's key (version, type) and value (version, coordinator epoch), as
+    kafkalog's "control" object shows them (the bench writes only well-formed ones)."""
+    version, type_id = struct.unpack_from(">hh", record.key)
+    _, coordinator_epoch = struct.unpack_from(">hi", record.value)
+    return {"type": MARKERS[type_id], "type_id": type_id, "version": version, "coordinator_epoch": coordinator_epoch}
+
+
+def record_line(path, position, record, sequence, size, legacy=None, control=False) -> bytes:
     key, value = record.key, record.value
     key_text, key_encoding = text(key)
     value_text, value_encoding = text(value)
@@ -53,6 +64,8 @@ def record_line(path, position, record, sequence, size, legacy=None) -> bytes:
                        ((k, text(v)) for k, v in record.headers)]}
     if legacy is not None:
         obj["legacy"] = legacy
+    if control:
+        obj["control"] = marker(record)
     return orjson.dumps(obj)
 
 
@@ -71,7 +84,8 @@ def v2_lines(path, position, data, at, batch) -> list[bytes]:
                 + sum(varint_size(len(k.encode())) + len(k.encode())
                       + (1 if v is None else varint_size(len(v)) + len(v)) for k, v in record.headers))
         sequence = -1 if base_sequence < 0 else base_sequence + delta - (INT32_MAX + 1 if base_sequence + delta > INT32_MAX else 0)
-        lines.append(record_line(path, position, record, sequence, varint_size(body) + body))
+        lines.append(record_line(path, position, record, sequence, varint_size(body) + body,
+                                 control=bool(attributes & 0x20)))
     last_sequence = -1 if base_sequence < 0 else base_sequence + last_delta - (
         INT32_MAX + 1 if base_sequence + last_delta > INT32_MAX else 0)
     lines[0] = orjson.dumps({
@@ -112,7 +126,9 @@ def legacy_lines(path, position, data, at, batch) -> list[bytes]:
 def main(path: str) -> None:
     out = sys.stdout.buffer
     base = int(path.rsplit("/", 1)[-1].split(".")[0])
-    out.write(orjson.dumps({"type": "file", "file": path, "kind": "log", "base_offset": base}) + b"\n")
+    # kafkalog says whether a broker holds the log dir's lock; the bench's dirs never have a .lock
+    out.write(orjson.dumps({"type": "file", "file": path, "kind": "log", "base_offset": base, "broker": "unknown",
+                            "read_as": "offline"}) + b"\n")
     for start, data in chunks(path):
         records = MemoryRecords(data)
         at = 0
