@@ -65,14 +65,15 @@ class Verification:
         self.pool: parallel.PartitionPool | None = None
         self.on_progress = on_progress
         self.max_findings_per_code = max_findings_per_code
-        self.files = files
         brokers = BrokerStates(read_as, files.broker_lock)
         self.targets = [_resolve(path, files, brokers) for path in paths]
         self.target_summaries = [Summary(paths=1, records=0 if deep else None, log_dirs=[t.broker.to_json()])
                                  for t in self.targets]
         """Totals per path given (the Spark summary table shows them per log dir)."""
-        self.total_bytes = sum(files.size(s.log) for t in self.targets for p, named in t.partitions
-                               for s in (named if named is not None else p.segments) if s.log is not None)
+        self.partition_bytes = [sum(files.size(s.log) for s in (named if named is not None else p.segments)
+                                    if s.log is not None) for t in self.targets for p, named in t.partitions]
+        """The .log bytes of each partition to check, over every path given in order."""
+        self.total_bytes = sum(self.partition_bytes)
 
     @property
     def summary(self) -> Summary:
@@ -143,11 +144,11 @@ class Verification:
         """Workers for the partitions of every path given, when they pay (see `jobs`)."""
         if self.jobs == 1 or self.watch is not None:
             return None
-        jobs = [parallel.PartitionJob(partition, named, target.live, sum(self.files.size(s.log) for s in
-                                      (named if named is not None else partition.segments) if s.log is not None))
-                for target in self.targets for partition, named in target.partitions]
+        partitions = [(target, partition, named) for target in self.targets for partition, named in target.partitions]
+        jobs = [parallel.PartitionJob(partition, named, target.live, size)
+                for (target, partition, named), size in zip(partitions, self.partition_bytes)]
         processes = min(self.jobs or parallel.usable_cpus(), parallel.usable_cpus())
-        if self.jobs is None and sum(job.log_bytes for job in jobs) < parallel.PARALLEL_MIN_BYTES:
+        if self.jobs is None and self.total_bytes < parallel.PARALLEL_MIN_BYTES:
             processes = 1
         workers = min(processes, len(jobs)) - 1
         if workers < 1:
