@@ -23,6 +23,7 @@ from kafkalog_tools import codecs
 from kafkalog_tools.crc import crc32c
 from kafkalog_tools.formats import legacy
 from kafkalog_tools.native import bulk_scan, loader
+from kafkalog_tools.native import cache as kernel_cache
 from kafkalog_tools.formats.record_batch import ATTR_LOG_APPEND_TIME, build_batch, build_record, parse_batch, skim_records
 from kafkalog_tools.formats.segment import MAGIC_OFFSET, SegmentFile
 from kafkalog_tools.recovery import ProducerState, SegmentRecovery, recover_segment
@@ -374,12 +375,12 @@ def _loaded(path: Path, mode: str = "auto", cache: Path | None = None) -> set[st
             "'numba' in sys.modules, 'llvmlite' in sys.modules)")
     env = dict(os.environ, **{bulk_scan.MODE_VARIABLE: mode})
     if cache is not None:
-        env[loader.CACHE_VARIABLE] = str(cache)
+        env[kernel_cache.CACHE_VARIABLE] = str(cache)
     result = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, env=env, check=True)
     return {name for name, loaded in zip(("kernels", "numba", "llvmlite"), result.stdout.split()) if loaded == "True"}
 
 
-MAPPED = {"kernels"} if loader._X86_64 else {"kernels", "llvmlite"}
+MAPPED = {"kernels"} if kernel_cache._X86_64 else {"kernels", "llvmlite"}
 """A run that finds the kernels cached: on x86-64 it maps them itself, elsewhere LLVM does."""
 BUILT = {"kernels", "numba", "llvmlite"}
 
@@ -417,8 +418,8 @@ def test_a_build_the_compiler_refused_is_not_tried_again_for_the_same_key(monkey
     """A numba that no longer compiles the kernels would cost every run ~20 s and ~280 MB: the
     refusal is cached under the key (so runs take the per-batch path at once), while a shortage or
     a missing numba is tried again; another key (new sources, numba or CPU) builds again."""
-    monkeypatch.setenv(loader.CACHE_VARIABLE, str(tmp_path / "cache"))
-    monkeypatch.setattr(loader, "cache_key", lambda: "a" * 64)
+    monkeypatch.setenv(kernel_cache.CACHE_VARIABLE, str(tmp_path / "cache"))
+    monkeypatch.setattr(kernel_cache, "cache_key", lambda: "a" * 64)
     builds = []
 
     def refuse(error):
@@ -428,18 +429,18 @@ def test_a_build_the_compiler_refused_is_not_tried_again_for_the_same_key(monkey
         return build
 
     for error in (MemoryError(), ImportError("no numba")):  # not remembered
-        monkeypatch.setattr(loader, "_build", refuse(error))
+        monkeypatch.setattr(kernel_cache, "_build", refuse(error))
         for _ in range(2):
             with pytest.raises(type(error)):
                 loader.load()
     assert len(builds) == 4
-    monkeypatch.setattr(loader, "_build", refuse(RuntimeError("numba: cannot type this")))
+    monkeypatch.setattr(kernel_cache, "_build", refuse(RuntimeError("numba: cannot type this")))
     with pytest.raises(RuntimeError, match="cannot type this"):
         loader.load()
     with pytest.raises(RuntimeError, match="refused them before: RuntimeError: numba: cannot type this"):
         loader.load()
     assert len(builds) == 5
-    monkeypatch.setattr(loader, "cache_key", lambda: "b" * 64)
+    monkeypatch.setattr(kernel_cache, "cache_key", lambda: "b" * 64)
     with pytest.raises(RuntimeError, match="cannot type this"):
         loader.load()
     assert len(builds) == 6

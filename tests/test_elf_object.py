@@ -11,12 +11,12 @@ import ctypes
 
 import pytest
 
-from kafkalog_tools.native import bulk_scan, elf_object, loader
+from kafkalog_tools.native import bulk_scan, cache, elf_object, loader
 from kafkalog_tools.formats.record_batch import build_batch, build_record
 from kafkalog_tools.formats.segment import SegmentFile
 
 binding = pytest.importorskip("llvmlite.binding", reason="objects are compiled by LLVM (an install requirement)")
-pytestmark = pytest.mark.skipif(not loader._X86_64, reason="the image loader is for x86-64 objects")
+pytestmark = pytest.mark.skipif(not cache._X86_64, reason="the image loader is for x86-64 objects")
 
 SMALL_MODULE = """
 @primes = private unnamed_addr constant [4 x i64] [i64 3, i64 5, i64 7, i64 11]
@@ -84,7 +84,7 @@ def test_the_kernels_mapped_here_answer_as_mapped_by_llvm(tmp_path):
     """The cached object, laid out by elf_object, and the same bytes mapped by MCJIT (the path other
     machines take) read a segment into the very same columns."""
     mapped = bulk_scan.kernel()
-    code = loader._cached(loader.cache_key())
+    code = cache._cached(cache.cache_key())
     if mapped is None or code is None:
         pytest.skip("no compiled kernels here (numba or a writable cache missing)")
     assert isinstance(mapped._owner, loader._ExecutablePages)

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from kafkalog_tools.native import bulk_scan, loader
+from kafkalog_tools.native import bulk_scan
+from kafkalog_tools.native import cache as kernel_cache
 from kafkalog_tools.formats.record_batch import build_batch, build_record
 
 pytest.importorskip("numba", reason="the kernels are built by numba (an install requirement)")
@@ -26,9 +27,9 @@ from kafkalog_tools.native import bulk_scan
 run = Verification([sys.argv[1]])
 findings = [f.to_json() for f in run]
 print(json.dumps({"findings": findings, "summary": run.summary.to_json(), "numba": "numba" in sys.modules,
-                  "kernels": bool(bulk_scan.kernel.cache_info().currsize) and bulk_scan.kernel() is not None}))
+                  "numpy": "numpy" in sys.modules, "kernels": bool(bulk_scan.kernel.cache_info().currsize) and bulk_scan.kernel() is not None}))
 """
-"""A verify in a fresh process: what it found, and whether it loaded the kernels or numba."""
+"""A verify in a fresh process: what it found, and whether it loaded the kernels, numba or numpy."""
 
 
 def _partition(directory: Path, batches: int = 40_000) -> Path:
@@ -41,7 +42,7 @@ def _partition(directory: Path, batches: int = 40_000) -> Path:
 
 def _environment(cache: Path, **more: str) -> dict[str, str]:
     environment = {k: v for k, v in os.environ.items() if k not in ("KAFKALOG_DEBUG", bulk_scan.MODE_VARIABLE)}
-    return environment | {loader.CACHE_VARIABLE: str(cache)} | more
+    return environment | {kernel_cache.CACHE_VARIABLE: str(cache)} | more
 
 
 def _probe(partition: Path, environment: dict[str, str]) -> subprocess.Popen:
@@ -71,12 +72,13 @@ def test_two_first_runs_at_once_read_batch_by_batch_while_one_background_build_r
     partition = _partition(tmp_path / "p-0")
     cache = tmp_path / "cache"
     cache.mkdir(mode=0o700)
-    environment = _environment(cache, **{loader.NICE_VARIABLE: "0"})  # nice 19 starves it on a busy machine
+    environment = _environment(cache, **{kernel_cache.NICE_VARIABLE: "0"})  # nice 19 starves it on a busy machine
     reference, _ = _finished(_probe(partition, environment | {bulk_scan.MODE_VARIABLE: "never"}))
     first = [_probe(partition, environment) for _ in range(2)]
     for process in first:
         result, err = _finished(process)
         assert not result["kernels"] and not result["numba"]  # it did not build them, nor wait for a build
+        assert not result["numpy"]  # nor pay for importing numpy (~0.1 s) to find that nothing is cached
         assert result["findings"] == reference["findings"] and result["summary"] == reference["summary"]
         assert err.count(NOTICE) == 1 and "build-kernels" in err
     # a foreground load meanwhile (what `kafkalog build-kernels` does) waits for the builder's lock
@@ -108,19 +110,19 @@ def test_always_asks_for_the_kernels_so_builds_them_in_the_foreground(tmp_path):
 @pytest.fixture
 def cached_copy(tmp_path, monkeypatch) -> Path:
     """The suite's built kernels (tests/conftest.py) copied into a cache directory of the test's own."""
-    source = loader.cached_path()
+    source = kernel_cache.cached_path()
     assert source is not None, "tests/conftest.py builds the kernels up front"
     cache = tmp_path / "cache"
     cache.mkdir(mode=0o700)
     shutil.copy(source, cache / source.name)
     os.chmod(cache / source.name, 0o600)
-    monkeypatch.setenv(loader.CACHE_VARIABLE, str(cache))
+    monkeypatch.setenv(kernel_cache.CACHE_VARIABLE, str(cache))
     monkeypatch.setenv("KAFKALOG_DEBUG", "1")
     return cache / source.name
 
 
 def _loads(capsys) -> tuple[bool, str]:
-    found = loader._cached(loader.cache_key()) is not None
+    found = kernel_cache._cached(kernel_cache.cache_key()) is not None
     return found, capsys.readouterr().err
 
 

@@ -19,7 +19,7 @@ def command():
     directory, or where KAFKALOG_KERNEL_CACHE points. A build already under way in another process
     is waited for, not repeated. Exit 0 when the kernels are cached and load, 2 when they cannot
     be built here (said why)."""
-    from ..native import loader
+    from ..native import cache, loader
 
     started = time.monotonic()
     try:
@@ -28,6 +28,6 @@ def command():
             loader.load()
     except Exception as exc:  # noqa: BLE001 - told, as the exit code says
         raise InputError(f"the bulk kernels cannot be built here: {type(exc).__name__}: {exc}") from None
-    where = loader.cached_path()
+    where = cache.cached_path()
     click.echo(f"kafkalog: bulk kernels ready ({time.monotonic() - started:.1f} s): "
                f"{where or 'built, but no directory keeps them (see KAFKALOG_KERNEL_CACHE)'}", err=True)

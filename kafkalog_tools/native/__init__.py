@@ -11,8 +11,9 @@ From the bottom up, each module importing only those above it in this list:
 - columns.py: the column layout the kernels and their callers share (rows, state, texts).
 - elf_object.py: lays out a relocatable x86-64 ELF object in memory, without a linker.
 - kernels.py: the loops, compiled by numba into one object file (only when building).
-- loader.py: builds that object once per source and CPU, caches it, maps it (elf_object, else
-  LLVM) and calls its entry points through ctypes; the background build.
+- cache.py: builds that object once per source and CPU and keeps it; finds it again without
+  importing numpy; the background build.
+- loader.py: maps the object (elf_object, else LLVM) and calls its entry points through ctypes.
 - bulk_scan.py: whether a segment is worth it (`wanted`), the kernels if they can be had
   (`kernel`), and `Reader`, which walks a segment a byte range at a time.
 """

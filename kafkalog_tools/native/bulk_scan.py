@@ -90,14 +90,15 @@ def kernel():
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # numba's, while it builds them
-            from . import loader
+            from . import cache
 
-            if mode() == "always":
-                return loader.load()
-            loaded = loader.load(build=False)
-            if loaded is None:
-                _tell_building(loader.build_in_background(), loader)
-            return loaded
+            code = cache.code(build=mode() == "always")
+            if code is None:
+                _tell_building(cache.build_in_background())
+                return None
+            from . import loader  # (numpy: not imported by a run that finds nothing cached)
+
+            return loader.from_code(code)
     except Exception:  # noqa: BLE001 - whatever stops the kernels only costs speed
         return None
 
@@ -107,11 +108,13 @@ TELL_BUILDING = True
 process the user started)."""
 
 
-def _tell_building(outcome: str, loader) -> None:
-    if outcome == loader.CANNOT or not TELL_BUILDING:
+def _tell_building(outcome: str) -> None:
+    from . import cache
+
+    if outcome == cache.CANNOT or not TELL_BUILDING:
         return
     doing = ("started building them in the background, at the lowest priority (~20 s of CPU, once)"
-             if outcome == loader.STARTED else "they are being built in the background")
+             if outcome == cache.STARTED else "they are being built in the background")
     print(f"kafkalog: the compiled kernels are not built yet for this installation: this run reads batch by batch; "
           f"{doing}. `kafkalog build-kernels` builds them now.", file=sys.stderr, flush=True)
 
