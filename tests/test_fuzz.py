@@ -8,6 +8,8 @@ differential run, also the bulk path (KAFKALOG_BULK=always) differing from the p
 """
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from kafkalog_tools.native import bulk_scan
@@ -65,11 +67,13 @@ def test_a_differential_run_catches_a_bulk_path_that_says_something_else(monkeyp
     assert all("KAFKALOG_BULK=never and =always differ" in run["detail"] for run in failures)
 
 
-def test_a_differential_pair_starts_from_the_same_files(tmp_path):
+def test_a_differential_pair_starts_from_the_same_files(tmp_path, monkeypatch):
     """Both runs of a pair see the case as the earlier runs left it, writers included: a clean
     differential run over cases with rebuild-index and simulated compaction finds nothing."""
+    monkeypatch.delenv("KAFKALOG_DEBUG", raising=False)
     worker = runner.Worker(SEED, [], tmp_path, runner.DEFAULT_TIME_LIMIT, differential=True)
     results = [worker.run_case(number) for number in range(8)]
+    assert "KAFKALOG_DEBUG" not in os.environ  # set while each case ran, for this process's later tests unset again
     runs = [run for result in results for run in result["runs"]]
     assert {run["argv"][0] for run in runs} >= {"rebuild-index", "compaction", "retention", "dump", "verify"}
     assert [run for run in runs if run["failure"]] == []

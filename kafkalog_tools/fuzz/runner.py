@@ -150,6 +150,21 @@ def _on_alarm(signum, frame):
     raise Hang()
 
 
+@contextlib.contextmanager
+def _debugging():
+    """KAFKALOG_DEBUG set while a case runs (an internal error then escapes as the exception it is),
+    as it was before once it has run: a worker in a test's own process leaves later tests as it found them."""
+    before = os.environ.get("KAFKALOG_DEBUG")
+    os.environ["KAFKALOG_DEBUG"] = "1"
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop("KAFKALOG_DEBUG", None)
+        else:
+            os.environ["KAFKALOG_DEBUG"] = before
+
+
 class Worker:
     """Builds and runs cases by number; the same (seed, number, seed files) always give the same case."""
 
@@ -170,7 +185,6 @@ class Worker:
         commands = {name: cli.get_command(context, name) for name in cli.list_commands(context)}
         self.commands = {name: command for name, command in commands.items()
                          if any(param.param_type_name == "argument" for param in command.params)}
-        os.environ["KAFKALOG_DEBUG"] = "1"
         signal.signal(signal.SIGALRM, _on_alarm)
 
     def run_case(self, number: int, on_start=None, keep: Path | None = None) -> dict:
@@ -181,10 +195,11 @@ class Worker:
         case = cases.build_case(rng, number, self.seeds, self.synthesized, root)
         runs = []
         try:
-            for k, invocation in enumerate(cases.invocations(rng, case, self.commands)):
-                if on_start is not None:
-                    on_start(invocation.argv)
-                runs.append(self._run(invocation, case, k))
+            with _debugging():
+                for k, invocation in enumerate(cases.invocations(rng, case, self.commands)):
+                    if on_start is not None:
+                        on_start(invocation.argv)
+                    runs.append(self._run(invocation, case, k))
         finally:
             cases.make_readable(root)
             if keep is not None:
