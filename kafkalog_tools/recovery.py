@@ -705,9 +705,15 @@ class _RecoveryInBulk:
         return position
 
     def _batch(self, row: int) -> Batch:
-        segment = self.walk.segment
-        return parse_batch(segment.buffer, int(self.columns[bulk_scan.POSITION, row]), segment.path,
-                           segment.decompress_limit)
+        segment, columns = self.walk.segment, self.columns
+        batch = parse_batch(segment.buffer, int(columns[bulk_scan.POSITION, row]), segment.path,
+                            segment.decompress_limit)
+        marker = int(columns[bulk_scan.MARKER, row])
+        if marker != bulk_scan.NOT_A_MARKER:  # read by the kernel: its record as decoding would give it
+            batch._records = [bulk_scan.marker_record(batch.position, batch.base_offset, batch.base_timestamp,
+                                                      batch.base_sequence, marker,
+                                                      int(columns[bulk_scan.COORDINATOR_EPOCH, row]))]
+        return batch
 
     def _recover_run(self, start: int, stop: int, last) -> int:
         """Rows start..stop-1 (none needing `take` for its offsets): indexed by the kernel, the

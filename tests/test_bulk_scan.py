@@ -195,7 +195,7 @@ def golden_v2_logs() -> list[Path]:
 
 
 def test_kernel_columns_are_what_parse_batch_reads():
-    checked = 0
+    checked = markers = 0
     for path in golden_v2_logs():
         with SegmentFile(path) as log:
             columns = KERNEL.columns()
@@ -211,11 +211,22 @@ def test_kernel_columns_are_what_parse_batch_reads():
                     "producer_epoch", "base_sequence", "records_count")] == [
                     batch.base_offset, batch.partition_leader_epoch, batch.attributes, batch.max_timestamp,
                     batch.producer_id, batch.producer_epoch, batch.base_sequence, batch.count]
-                if columns[bulk_scan.CHECKED, row]:
+                marker = columns[bulk_scan.MARKER, row]
+                if marker != bulk_scan.NOT_A_MARKER:  # a transaction marker Kafka wrote, read by the kernel
+                    markers += 1
+                    [record] = batch.records_reading_controls()
+                    assert (marker, columns[bulk_scan.COORDINATOR_EPOCH, row]) == (
+                        record.control.type_id, record.control.coordinator_epoch)
+                    assert record == bulk_scan.marker_record(
+                        batch.position, batch.base_offset, batch.base_timestamp, batch.base_sequence, marker,
+                        record.control.coordinator_epoch)
+                    assert columns[bulk_scan.CHECKED, row]
+                elif columns[bulk_scan.CHECKED, row]:
                     checked += 1
                     assert skim_records(batch)[0] == batch.count
             assert n == len(batches) or stop == batches[n].position
     assert checked > 100  # every uncompressed batch that is not a control batch
+    assert markers > 10  # every transaction marker (the golden partitions' are Kafka's own)
 
 
 def test_legacy_columns_are_what_legacy_parse_batch_reads():

@@ -183,3 +183,141 @@ def test_the_bench_production_segment_verifies_clean_both_ways(monkeypatch, tmp_
     assert recovered.failure is None and recovered.invalid is None and len(recovered.aborted_txns) > 10
     list(Rebuild([partition], RebuildOptions(backup=False)))
     assert verify_both_ways(monkeypatch, [str(partition)], deep=True) == []
+
+
+# ---------------------------------------------------------------------------------------------
+# Transaction markers the kernel reads (`kernels.plain_marker`) and those it leaves to the
+# per-batch path
+# ---------------------------------------------------------------------------------------------
+
+def _key(version: int, kind: int) -> bytes:
+    return CONTROL_KEY.build(dict(version=version, type=kind))
+
+
+def _value(version: int, coordinator_epoch: int) -> bytes:
+    return END_TXN_MARKER.build(dict(version=version, coordinator_epoch=coordinator_epoch))
+
+
+MARKER_SHAPES = {
+    # name: (records, timestamp delta of the batch's max timestamp, codec, read by the kernel)
+    "abort": ([build_record(0, 0, _key(0, 0), _value(0, 5))], 0, "none", True),
+    "commit": ([build_record(0, 0, _key(0, 1), _value(0, 5))], 0, "none", True),
+    "negative-coordinator-epoch": ([build_record(0, 0, _key(0, 1), _value(0, -7))], 0, "none", True),
+    "largest-coordinator-epoch": ([build_record(0, 0, _key(0, 0), _value(0, 2**31 - 1))], 0, "none", True),
+    "key-version-1": ([build_record(0, 0, _key(1, 1), _value(0, 5))], 0, "none", False),
+    "key-version-negative": ([build_record(0, 0, _key(-1, 1), _value(0, 5))], 0, "none", False),
+    "leader-change-type": ([build_record(0, 0, _key(0, 2), _value(0, 5))], 0, "none", False),
+    "type-256": ([build_record(0, 0, _key(0, 256), _value(0, 5))], 0, "none", False),
+    "value-version-1": ([build_record(0, 0, _key(0, 0), _value(1, 5))], 0, "none", False),
+    "value-version-negative": ([build_record(0, 0, _key(0, 0), _value(-1, 5))], 0, "none", False),
+    "short-value": ([build_record(0, 0, _key(0, 1), b"\0\0\0\0\0")], 0, "none", False),
+    "long-value": ([build_record(0, 0, _key(0, 1), _value(0, 5) + b"\0")], 0, "none", False),
+    "null-key": ([build_record(0, 0, None, _value(0, 5))], 0, "none", False),
+    "null-value": ([build_record(0, 0, _key(0, 1), None)], 0, "none", False),
+    "short-key": ([build_record(0, 0, b"\0\0\0", _value(0, 5))], 0, "none", False),
+    "a-header": ([build_record(0, 0, _key(0, 1), _value(0, 5), [(b"h", b"")])], 0, "none", False),
+    "record-attributes": ([build_record(0, 0, _key(0, 1), _value(0, 5), attributes=1)], 0, "none", False),
+    "timestamp-delta": ([build_record(0, 3, _key(0, 1), _value(0, 5))], 3, "none", False),
+    "max-timestamp-off": ([build_record(0, 0, _key(0, 1), _value(0, 5))], 9, "none", False),
+    "two-records": ([build_record(0, 0, _key(0, 0), _value(0, 5)), build_record(1, 0, _key(0, 1), _value(0, 5))], 0,
+                    "none", False),
+    "lz4": ([build_record(0, 0, _key(0, 1), _value(0, 5))], 0, "lz4", False),
+    "gzip": ([build_record(0, 0, _key(0, 0), _value(0, 5))], 0, "gzip", False),
+}
+
+
+def _shape_batch(offset: int, shape: str, producer_id: int, timestamp: int, attributes: int = 0) -> bytes:
+    records, max_delta, codec, _ = MARKER_SHAPES[shape]
+    return build_batch(offset, records, last_offset_delta=len(records) - 1, base_timestamp=timestamp,
+                       max_timestamp=timestamp + max_delta, compression_id=codecs.IDS[codec],
+                       attributes=ATTR_TRANSACTIONAL | ATTR_CONTROL | attributes, producer_id=producer_id,
+                       producer_epoch=0, partition_leader_epoch=0)
+
+
+def marker_partition(root: Path, rounds: int) -> Path:
+    """Transactional producers, each a batch then a marker of one of `MARKER_SHAPES`, interleaved with
+    idempotent ones; a stray marker (no transaction open) and a LogAppendTime one among them."""
+    partition = root / "markers-0"
+    partition.mkdir()
+    out, offset, timestamp = [], 0, 1_700_000_000_000
+    sequences = {}
+    shapes = list(MARKER_SHAPES)
+    for turn in range(rounds):
+        for number, shape in enumerate(shapes):
+            producer_id = 5000 + number
+            timestamp += 1
+            for pid, transactional in ((producer_id, True), (9000 + turn % 7, False)):
+                records = [build_record(0, 0, b"k", b"v" * 20), build_record(1, 1, b"k", b"w")]
+                out.append(build_batch(offset, records, base_timestamp=timestamp, max_timestamp=timestamp + 1,
+                                       attributes=ATTR_TRANSACTIONAL if transactional else 0, producer_id=pid,
+                                       producer_epoch=0, base_sequence=sequences.get(pid, 0), partition_leader_epoch=0))
+                sequences[pid] = sequences.get(pid, 0) + 2
+                offset += 2
+            out.append(_shape_batch(offset, shape, producer_id, timestamp))
+            offset += len(MARKER_SHAPES[shape][0])
+        out.append(_shape_batch(offset, "commit", 4999, timestamp))  # stray: nothing open
+        out.append(_shape_batch(offset + 1, "abort", 4998, timestamp, attributes=0x08))  # LogAppendTime
+        out.append(_shape_batch(offset + 2, "abort", -1, timestamp))  # no producer id
+        offset += 3
+    (partition / f"{0:020d}.log").write_bytes(b"".join(out))
+    return partition
+
+
+def test_the_kernel_reads_only_markers_as_kafka_writes_them(tmp_path):
+    from kafkalog_tools.formats.record_batch import parse_batch
+    from kafkalog_tools.native import bulk_scan
+
+    kernel = bulk_scan.kernel()
+    for shape, (_, _, _, plain) in MARKER_SHAPES.items():
+        data = _shape_batch(7, shape, 5000, 1_700_000_000_000)
+        columns = kernel.columns()
+        n, _ = kernel.scan(kernel.view(data), 0, len(data), len(data), False, columns)
+        assert n == 1, shape
+        marker = columns[bulk_scan.MARKER, 0]
+        assert (marker != bulk_scan.NOT_A_MARKER) == plain, shape
+        if plain:
+            batch = parse_batch(data, 0, "x")
+            [record] = batch.records_reading_controls()
+            assert record == bulk_scan.marker_record(0, 7, batch.base_timestamp, batch.base_sequence, int(marker),
+                                                     int(columns[bulk_scan.COORDINATOR_EPOCH, 0])), shape
+            assert record.control.name == ("ABORT", "COMMIT")[int(marker)]
+    data = build_batch(0, MARKER_SHAPES["commit"][0], producer_id=5000)  # a data batch with a marker's bytes
+    columns = kernel.columns()
+    kernel.scan(kernel.view(data), 0, len(data), len(data), False, columns)
+    assert columns[bulk_scan.MARKER, 0] == bulk_scan.NOT_A_MARKER
+
+
+@pytest.mark.parametrize("deep", [True, False], ids=["deep", "shallow"])
+def test_markers_of_every_shape_verify_in_bulk_as_batch_by_batch(monkeypatch, tmp_path, deep):
+    partition = marker_partition(tmp_path, 3)
+    findings = verify_both_ways(monkeypatch, [str(partition)], deep)
+    assert {"transaction-state-invalid"} <= {f["code"] for f in findings}  # the markers Kafka cannot read
+    log = next(partition.glob("*.log"))
+    for interval in (0, 100, 4096):
+        recover_both_ways(monkeypatch, log, interval)
+
+
+def test_markers_read_by_the_kernel_rebuild_the_same_indexes(monkeypatch, tmp_path):
+    """Only markers Kafka can read, so that recovery goes to the end: the same .txnindex, snapshot
+    and indexes from `rebuild-index` both ways."""
+    partition = tmp_path / "in" / "plain-0"
+    partition.mkdir(parents=True)
+    out, offset, timestamp = [], 0, 1_700_000_000_000
+    for turn in range(400):
+        producer_id = 7000 + turn % 13
+        out.append(build_batch(offset, [build_record(0, 0, b"k", b"v" * 40)], base_timestamp=timestamp + turn,
+                               max_timestamp=timestamp + turn, attributes=ATTR_TRANSACTIONAL, producer_id=producer_id,
+                               producer_epoch=0, base_sequence=turn // 13, partition_leader_epoch=0))
+        out.append(_shape_batch(offset + 1, ("abort", "commit")[turn % 3 == 0], producer_id, timestamp + turn))
+        offset += 2
+    log = partition / f"{0:020d}.log"
+    log.write_bytes(b"".join(out))
+    outcome = recover_both_ways(monkeypatch, log, 256)
+    assert len(outcome.aborted_txns) > 200 and outcome.failure is None and outcome.invalid is None
+    written = []
+    for mode in ("never", "always"):
+        monkeypatch.setenv("KAFKALOG_BULK", mode)
+        target = tmp_path / mode
+        list(Rebuild([partition], RebuildOptions(index_interval_bytes=1024, output_dir=target)))
+        written.append({p.name: p.read_bytes() for p in sorted(target.rglob("*")) if p.is_file()})
+    assert written[0] == written[1] and any(name.endswith(".txnindex") for name in written[0])

@@ -27,6 +27,8 @@ import warnings
 from typing import Iterator
 
 from ..formats import legacy
+from ..formats.batch import ControlRecord, Record
+from ..formats.control import CONTROL_TYPES
 from ..formats.record_batch import HEADER_SIZE, LOG_OVERHEAD
 from .columns import *  # noqa: F403 - the layout is part of the scan's interface: callers index columns through it
 from .columns import FIELD_AT
@@ -259,3 +261,20 @@ def records_kernel():
     """`kernels.decode_each`, or None without the kernels."""
     loaded = kernel()
     return None if loaded is None else loaded.decode_each
+
+
+def marker_record(position: int, base_offset: int, timestamp: int, base_sequence: int, control_type: int,
+                  coordinator_epoch: int) -> Record:
+    """The record of a transaction marker the kernel read (`columns.MARKER`: one of the one shape
+    Kafka writes, `kernels.plain_marker`) as `decode_records` and `parse_control` build it from the
+    batch at `position`: offset and timestamp the batch's base ones, its control key and value."""
+    key = b"\0\0\0" + bytes((control_type,))
+    value = b"\0\0" + coordinator_epoch.to_bytes(4, "big", signed=True)
+    sequence = -1 if base_sequence < 0 else base_sequence
+    record = Record(base_offset, timestamp, key, value, [], MARKER_RECORD_SIZE, sequence, 0, position + HEADER_SIZE)
+    record.control = ControlRecord(control_type, CONTROL_TYPES[control_type], 0, coordinator_epoch)
+    return record
+
+
+MARKER_RECORD_SIZE = 17
+"""A plain marker's record: its length varint and 16 bytes (`kernels._MARKER_RECORD`)."""

@@ -20,11 +20,16 @@ CAPACITY = 1 << 14
 
 COLUMNS = ("position", "size", "base_offset", "last_offset_delta", "partition_leader_epoch", "attributes",
            "base_timestamp", "max_timestamp", "producer_id", "producer_epoch", "base_sequence", "records_count",
-           "checked")
+           "checked", "marker", "coordinator_epoch")
 """`checked` (deep scans): 1 when the records were walked and agree with the header (count, offset
-deltas, max timestamp); 0 when the per-batch path must read them (compressed, control, or odd)."""
+deltas, max timestamp); 0 when the per-batch path must read them (compressed, control, or odd).
+`marker`: for a transaction marker in the one shape Kafka writes (`kernels.plain_marker`), its
+control type (0 ABORT, 1 COMMIT) and `coordinator_epoch` its EndTransactionMarker's; -1 and 0 for
+any other batch, whose control records, if any, only the per-batch path reads."""
 (POSITION, SIZE, BASE_OFFSET, LAST_OFFSET_DELTA, LEADER_EPOCH, ATTRIBUTES, BASE_TIMESTAMP, MAX_TIMESTAMP,
- PRODUCER_ID, PRODUCER_EPOCH, BASE_SEQUENCE, RECORDS_COUNT, CHECKED) = range(len(COLUMNS))
+ PRODUCER_ID, PRODUCER_EPOCH, BASE_SEQUENCE, RECORDS_COUNT, CHECKED, MARKER, COORDINATOR_EPOCH) = range(len(COLUMNS))
+NOT_A_MARKER = -1
+"""`marker` of every batch but a transaction marker the kernel read."""
 
 
 def _field_offsets() -> dict[str, int]:

@@ -19,7 +19,8 @@ from numba.core import cgutils
 from numba.core.compiler_lock import global_compiler_lock
 from numba.extending import intrinsic
 
-from .columns import (ATTRIBUTES, BASE_OFFSET, BASE_SEQUENCE, BASE_TIMESTAMP, CHECKED, FIELD_AT, HEADER_COLUMNS,
+from .columns import (ATTRIBUTES, BASE_OFFSET, BASE_SEQUENCE, BASE_TIMESTAMP, CHECKED, COLUMNS, COORDINATOR_EPOCH,
+                      FIELD_AT, HEADER_COLUMNS, MARKER, NOT_A_MARKER,
                       H_KEY_LENGTH, H_KEY_START, H_VALUE_LENGTH, H_VALUE_START, INDEX_INTERVAL, LAST_INDEXED_OFFSET,
                       LAST_INDEXED_POSITION, LAST_OFFSET_DELTA, LAST_TIME_OFFSET, LAST_TIME_TIMESTAMP, LEADER_EPOCH,
                       LEGACY_RECORD_COLUMNS, L_ATTRIBUTES, L_CRC, MAX_TIMESTAMP, MAX_TIMESTAMP_SO_FAR, NOT_DECODED,
@@ -400,6 +401,33 @@ _OVERHEAD = FIELD_AT["partition_leader_epoch"]  # offset and length: LOG_OVERHEA
 _HEADER_SIZE = HEADER_SIZE
 
 
+_MARKER_RECORD = np.frombuffer(bytes([32, 0, 0, 0, 8, 0, 0, 0, 0, 12, 0, 0, 0, 0, 0, 0, 0]), dtype=np.uint8)
+"""The one record of a transaction marker as Kafka writes it (MemoryRecords.withEndTransactionMarker):
+length 16, attributes 0, timestamp and offset deltas 0, a 4-byte key (version 0, type), a 6-byte
+value (version 0, coordinator epoch), no header. Bytes 8 (the type's low byte) and 12-15 (the
+coordinator epoch) vary: `plain_marker` reads them."""
+_MARKER_TYPE_AT, _MARKER_EPOCH_AT = 8, 12
+
+
+@_jit
+def plain_marker(buf, pos, batch_end, attributes, count, last_delta, base_timestamp, max_timestamp):
+    """The control type (0 ABORT, 1 COMMIT) of a transaction marker whose every byte is as Kafka
+    writes it - uncompressed, one record of `_MARKER_RECORD`'s shape at offset and timestamp delta 0,
+    the batch's max timestamp its base timestamp - else NOT_A_MARKER. Such a marker is what the
+    per-batch path reads without a finding, its type and coordinator epoch (`parse_control`) and its
+    record's timestamp (the base timestamp) known; any other control batch is left to that path."""
+    start = pos + _HEADER_SIZE
+    if (attributes & ATTR_CONTROL == 0 or attributes & ATTR_CODEC != 0 or count != 1 or last_delta != 0
+            or base_timestamp != max_timestamp or batch_end - start != len(_MARKER_RECORD)):
+        return NOT_A_MARKER
+    for i in range(len(_MARKER_RECORD)):
+        varies = i == _MARKER_TYPE_AT or _MARKER_EPOCH_AT <= i < _MARKER_EPOCH_AT + 4
+        if not varies and buf[start + i] != _MARKER_RECORD[i]:
+            return NOT_A_MARKER
+    control_type = np.int64(buf[start + _MARKER_TYPE_AT])
+    return control_type if control_type <= 1 else NOT_A_MARKER
+
+
 @_jit
 def scan(buf, start, limit, end, deep, columns):
     """Clean V2 batches from `start`, while they start before `limit` and fit before `end`, into
@@ -421,10 +449,16 @@ def scan(buf, start, limit, end, deep, columns):
         base_timestamp = _be(buf, pos + _BASE_TS_AT, 8)
         max_timestamp = _be(buf, pos + _MAX_TS_AT, 8)
         checked = 0
-        if deep and attributes & ATTR_CODEC == 0 and attributes & ATTR_CONTROL == 0 and count >= 0:
+        marker = plain_marker(buf, pos, batch_end, attributes, count, last_delta, base_timestamp, max_timestamp)
+        if marker != NOT_A_MARKER:
+            checked = 1  # its one record read, and as `_record_findings` wants it
+        elif deep and attributes & ATTR_CODEC == 0 and attributes & ATTR_CONTROL == 0 and count >= 0:
             if records_agree(buf, pos + _HEADER_SIZE, batch_end, count, last_delta, base_timestamp,
                              max_timestamp, attributes & ATTR_LOG_APPEND_TIME != 0):
                 checked = 1
+        columns[MARKER, n] = marker
+        columns[COORDINATOR_EPOCH, n] = (0 if marker == NOT_A_MARKER else
+                                         _signed(_be(buf, pos + _HEADER_SIZE + _MARKER_EPOCH_AT, 4), 32))
         columns[POSITION, n] = pos
         columns[SIZE, n] = _OVERHEAD + size
         columns[BASE_OFFSET, n] = _be(buf, pos, 8)
@@ -512,6 +546,8 @@ def scan_legacy(buf, start, limit, end, floor, columns):
         columns[BASE_SEQUENCE, n] = -1
         columns[RECORDS_COUNT, n] = 1 if attributes & ATTR_CODEC == 0 else 0
         columns[CHECKED, n] = 0
+        columns[MARKER, n] = NOT_A_MARKER
+        columns[COORDINATOR_EPOCH, n] = 0
         n += 1
         pos = message_end
     return n, pos
@@ -1518,7 +1554,7 @@ def render_dumplog_each(segment, payloads, batches, records, headers, legacy, de
 # ---------------------------------------------------------------------------------------------
 
 _I64, _BYTES, _LONGS = types.int64, types.CPointer(types.uint8), types.CPointer(types.int64)
-_COLUMN_COUNT = CHECKED + 1
+_COLUMN_COUNT = len(COLUMNS)
 
 
 @njit(_I64(_BYTES, _I64, _I64, _I64, _I64, _I64, _LONGS, _I64, _LONGS), nogil=True)

@@ -8,14 +8,16 @@ from ..formats.batch import INT32_MAX
 from ..formats.record_batch import ATTR_CODEC, ATTR_CONTROL, HEADER_SIZE, parse_batch
 from ..formats.segment import MAGIC_OFFSET
 from ..native import bulk_scan
-from ..native.columns import ATTRIBUTES, BASE_OFFSET, LAST_OFFSET_DELTA, MAX_TIMESTAMP, POSITION, RECORDS_COUNT, SIZE
+from ..native.columns import (ATTRIBUTES, BASE_OFFSET, LAST_OFFSET_DELTA, MARKER, MAX_TIMESTAMP, NOT_A_MARKER, POSITION,
+                              RECORDS_COUNT, SIZE)
 
 
 class BulkScan:
     """Stage 1 over runs of clean V2 batches, read by the compiled `bulk_scan` kernel. A batch
     that `_accept` could report on (offsets outside the segment, records the kernel did not walk, a
-    control batch) goes through `_accept` itself, in order; the kernel stops before anything else
-    and `_walk_from`'s per-batch path takes it from there."""
+    control batch other than a transaction marker as Kafka writes it) goes through `_accept`
+    itself, in order; the kernel stops before anything else and `_walk_from`'s per-batch path takes
+    it from there."""
 
     def __init__(self, scan):
         self.scan = scan
@@ -63,7 +65,7 @@ class BulkScan:
         scan = self.scan
         base = columns[BASE_OFFSET]
         last = base + columns[LAST_OFFSET_DELTA]
-        control = columns[ATTRIBUTES] & ATTR_CONTROL != 0
+        control = (columns[ATTRIBUTES] & ATTR_CONTROL != 0) & (columns[MARKER] == NOT_A_MARKER)  # (a marker: read)
         one_by_one = (base < lowest) | (last < lowest) | (last > highest) | control
         if scan.deep:
             compressed = np.flatnonzero((columns[bulk_scan.CHECKED] == 0) & (columns[ATTRIBUTES] & ATTR_CODEC != 0)

@@ -14,15 +14,15 @@ from typing import Callable, Iterator, NamedTuple
 from ..crc import crc32c
 from ..errors import CorruptDataError, DecompressionError, InputError
 from ..formats.batch import INT32_MAX, Batch, Record, java_long
-from ..formats.batch import last_sequence as batch_last_sequence
 from ..formats.logdir import Segment
 from ..formats.record_batch import ATTR_CONTROL, ATTR_TRANSACTIONAL, skim_records
 from ..formats.segment import LOG_OVERHEAD, MAGIC_OFFSET, BadEntry, SegmentFile, Stop
 from ..formats.segment import all_zero as _all_zero, next_non_zero as _next_non_zero
 from ..formats.txn_index import AbortedTxn
 from ..native import bulk_scan
-from ..native.columns import (ATTRIBUTES, BASE_OFFSET, BASE_SEQUENCE, LAST_OFFSET_DELTA, LEADER_EPOCH,
-                              MAX_TIMESTAMP, POSITION, PRODUCER_EPOCH, PRODUCER_ID, RECORDS_COUNT, SIZE)
+from ..native.columns import (ATTRIBUTES, BASE_OFFSET, BASE_SEQUENCE, BASE_TIMESTAMP, COORDINATOR_EPOCH,
+                              LAST_OFFSET_DELTA, LEADER_EPOCH, MARKER, MAX_TIMESTAMP, NOT_A_MARKER, POSITION,
+                              PRODUCER_EPOCH, PRODUCER_ID, RECORDS_COUNT, SIZE)
 from ..recovery import RecoveryDrops, marker_records, recovery_drops
 from .bulk import BulkScan
 from .findings import (ERROR, INFO, RANK_AFTER, RANK_BASE_OFFSET, RANK_BOUNDS, RANK_RECORDS, WARNING, Finding,
@@ -76,7 +76,8 @@ class BatchFacts(NamedTuple):
 
 class FactsRun:
     """The facts of consecutive clean batches of one magic, as stage 1's bulk scan read them:
-    columns (`bulk_scan.COLUMNS`) rather than one `BatchFacts` each. None is a control batch.
+    columns (`bulk_scan.COLUMNS`) rather than one `BatchFacts` each. The only control batches among
+    them are transaction markers the kernel read (`MARKER`) or rows `given`.
 
     Handed to a `BatchConsumer`, the columns are the scan's own buffer, which its next range
     overwrites: a consumer that keeps the run keeps `held()`."""
@@ -108,27 +109,34 @@ class FactsRun:
             return None
         column = np.zeros((len(bulk_scan.COLUMNS), 1), dtype=np.int64)
         column[[POSITION, SIZE, BASE_OFFSET, LAST_OFFSET_DELTA, LEADER_EPOCH, ATTRIBUTES, MAX_TIMESTAMP, PRODUCER_ID,
-                PRODUCER_EPOCH, BASE_SEQUENCE], 0] = (
+                PRODUCER_EPOCH, BASE_SEQUENCE, MARKER], 0] = (
             facts.position, facts.size, facts.base_offset, delta, facts.partition_leader_epoch,
             ATTR_TRANSACTIONAL * facts.is_transactional | ATTR_CONTROL * facts.is_control, facts.max_timestamp,
-            facts.producer_id, facts.producer_epoch, facts.base_sequence)
+            facts.producer_id, facts.producer_epoch, facts.base_sequence, NOT_A_MARKER)
         return column
 
     def rows(self, which: list[int] | None = None) -> Iterator[BatchFacts]:
         """Each batch's facts, or those of the rows `which`."""
         path, magic, given = self.path, self.magic, self.given
         columns = self.columns[[POSITION, SIZE, BASE_OFFSET, LAST_OFFSET_DELTA, LEADER_EPOCH, ATTRIBUTES, MAX_TIMESTAMP,
-                                PRODUCER_ID, PRODUCER_EPOCH, BASE_SEQUENCE]]
-        for row, (position, size, base, delta, epoch, attributes, max_timestamp, producer_id, producer_epoch,
-                  base_sequence) in zip(range(columns.shape[1]) if which is None else which,
-                                        zip(*(columns if which is None else columns[:, which]).tolist())):
+                                PRODUCER_ID, PRODUCER_EPOCH, BASE_SEQUENCE, MARKER]]
+        last_sequences = bulk_scan.last_sequences(self.columns[BASE_SEQUENCE], self.columns[LAST_OFFSET_DELTA])
+        if which is not None:
+            columns, last_sequences = columns[:, which], last_sequences[which]
+        last_sequences = last_sequences.tolist()
+        for row, last_sequence, (position, size, base, delta, epoch, attributes, max_timestamp, producer_id,
+                                 producer_epoch, base_sequence, marker) in zip(
+                range(columns.shape[1]) if which is None else which, last_sequences, zip(*columns.tolist())):
             if row in given:
                 yield given[row]
                 continue
-            last_sequence = batch_last_sequence(base_sequence, delta)
+            records = None
+            if marker != NOT_A_MARKER and producer_id >= 0:  # as `BatchFacts.of` reads it
+                records = [bulk_scan.marker_record(position, base, int(self.columns[BASE_TIMESTAMP, row]),
+                                                   base_sequence, marker, int(self.columns[COORDINATOR_EPOCH, row]))]
             yield BatchFacts(path, position, size, base, java_long(base + delta), magic, epoch, producer_id,
                              producer_epoch, base_sequence, last_sequence, bool(attributes & ATTR_TRANSACTIONAL),
-                             bool(attributes & ATTR_CONTROL), max_timestamp, None)
+                             bool(attributes & ATTR_CONTROL), max_timestamp, records)
 
 
 @dataclass
