@@ -35,6 +35,7 @@ from kafkalog_tools.formats.segment import SegmentFile
 from tests.conftest import GOLDEN, ROOT, need
 from tests.damage import corpus_paths, damaged_copies
 from tests.test_bulk_scan import _legacy_segment, _lie_in_records, generated_partitions, generated_segment
+from tests.test_codecs import java_utf8_texts, write_binary_texts
 
 np = pytest.importorskip("numpy")
 pytest.importorskip("numba", reason="the bulk path needs numba (an install requirement)")
@@ -664,56 +665,21 @@ def test_text_render_kernel_writes_what_the_per_batch_path_writes(monkeypatch, t
         assert calls >= 6 if small else calls <= 5
 
 
-def _java_utf8_texts(rng: random.Random) -> list[bytes]:
-    """Every malformed class of `test_codecs.JAVA_UTF8_CASES` (surrogates, overlongs, sequences cut
-    short mid-text and at the end, past U+10FFFF, bytes UTF-8 never holds, lone continuations) alone,
-    after plain runs of 0 to 9 bytes (the kernel reads 8 plain bytes at a time), before ASCII and
-    valid characters and after them, two at a time; and random strings of the bytes that
-    matter to a decoder (lead bytes, the edges of continuation ranges, ASCII)."""
-    from tests.test_codecs import JAVA_UTF8_CASES
-
-    cases = [bytes.fromhex(hexbytes) for hexbytes, _ in JAVA_UTF8_CASES]
-    valid = "A\u00e9\u20ac\U0001F600\U0010FFFF".encode()
-    texts = [b"p" * run + case for case in cases for run in range(10)]
-    texts += [case + tail for case in cases for tail in (b"A", valid, b"\x80", b"\xbf" * 3)]
-    texts += [valid + case for case in cases]
-    texts += [first + second for first in cases for second in cases]
-    alphabet = [0x00, 0x41, 0x7F, 0x80, 0x8F, 0x90, 0x9F, 0xA0, 0xBF, 0xC0, 0xC1, 0xC2, 0xC3, 0xDF, 0xE0, 0xE1,
-                0xEC, 0xED, 0xEE, 0xEF, 0xF0, 0xF1, 0xF3, 0xF4, 0xF5, 0xF7, 0xF8, 0xFF]
-    texts += [bytes(rng.choice(alphabet) for _ in range(rng.randrange(1, 14))) for _ in range(1500)]
-    texts += [bytes(rng.randrange(256) for _ in range(rng.randrange(60))) for _ in range(300)]
-    return texts
-
-
 @pytest.mark.parametrize("flags", [["-d", "-p"], ["-d", "-p", "--skip-record-metadata"]], ids=" ".join)
 def test_text_render_kernel_replaces_malformed_utf8_as_the_per_batch_path(monkeypatch, tmp_path, flags):
-    """Binary keys, values and header keys (`_java_utf8_texts`) in V2 batches uncompressed, lz4 (the
+    """Binary keys, values and header keys (`java_utf8_texts`) in V2 batches uncompressed, lz4 (the
     kernel decompresses) and gzip (Python does) and in V0/V1 messages: the kernel writes each as
     `java_text.decode_utf8` reads it, byte for byte what the per-batch path prints, with room for
     three bytes each (a small buffer grows), and hands no batch back."""
     from kafkalog_tools.output import dumplog_text
     from kafkalog_tools.output.java_text import decode_utf8
 
-    rng = random.Random(53)
-    texts = _java_utf8_texts(rng)
+    texts = java_utf8_texts(random.Random(53))
     replaced = [text for text in texts if decode_utf8(text).encode() != text]
     differs_from_python = [text for text in texts if decode_utf8(text) != text.decode("utf-8", "replace")]
     assert len(replaced) > 0.9 * len(texts) and len(differs_from_python) > 100
     partition, legacy_partition = tmp_path / "binary-0", tmp_path / "binary-legacy-0"
-    partition.mkdir()
-    legacy_partition.mkdir()
-    batches, offset = [], 0
-    for start in range(0, len(texts), 4):
-        chunk = texts[start:start + 4]
-        records = [build_record(i, i, text if i % 3 else None, chunk[-1 - i], [(text, b"v"), (b"h", text)][:i % 3])
-                   for i, text in enumerate(chunk)]
-        batches.append(build_batch(offset, records, base_timestamp=1, max_timestamp=len(chunk),
-                                   compression_id=codecs.IDS[rng.choice(["none", "none", "lz4", "gzip"])]))
-        offset += len(chunk)
-    (partition / f"{0:020d}.log").write_bytes(b"".join(batches))
-    (legacy_partition / f"{0:020d}.log").write_bytes(b"".join(
-        legacy.build_entry(i, 1 if i < 400 else 0, text, texts[-1 - i], timestamp=i)
-        for i, text in enumerate(texts[:800])))
+    batches = write_binary_texts(partition, legacy_partition, texts, random.Random(59), 800)
     paths = [str(partition), str(legacy_partition)]
     handed_back = _text_handed_back(monkeypatch)
     run_size = dumplog_text._run_size
@@ -723,7 +689,7 @@ def test_text_render_kernel_replaces_malformed_utf8_as_the_per_batch_path(monkey
         assert out.count(b"payload: ") == len(texts) + 800 and calls > 0 and not handed_back
     assert "\ufffd".encode() in out and decode_utf8(bytes.fromhex("41 ed a0 80 42")).encode() in out
     # all in runs but the first V0 message after the V1 ones (a change of magic ends a run)
-    assert batches_in_runs(monkeypatch, paths, deep=True) == (len(batches) + 799, 1)
+    assert batches_in_runs(monkeypatch, paths, deep=True) == (batches + 799, 1)
 
 
 def test_text_dump_to_a_stdout_that_is_not_utf8_is_encoded_as_text_is(tmp_path):
