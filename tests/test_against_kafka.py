@@ -149,6 +149,32 @@ def test_unreadable_control_records_read_dumped_recovered_and_cleaned_as_kafkas(
     assert threw and report.details.get("cleanings Kafka failed", 0) == (1 if where == 0 else 0)
 
 
+@pytest.mark.parametrize("mode", ["never", "always"])
+def test_binary_keys_values_and_header_keys_dumped_as_kafka_dump_log_prints_them(kafka, tmp_path, monkeypatch, mode):
+    """Keys, values and header keys that are not UTF-8 (every malformed class Java's decoder
+    replaces by its own rules, random binary strings) in V2 batches and V0/V1 messages: our text
+    dump, batch by batch and by the compiled renderer, against kafka-dump-log's -d -p."""
+    from kafkalog_tools.native import bulk_scan
+    from tests.test_codecs import java_utf8_texts, write_binary_texts
+
+    texts = java_utf8_texts(random.Random(61))[::3]
+    paths = [tmp_path / "binary-0" / "00000000000000000000.log", tmp_path / "legacy-0" / "00000000000000000000.log"]
+    write_binary_texts(paths[0].parent, paths[1].parent, texts, random.Random(67), 200)
+    monkeypatch.setenv(bulk_scan.MODE_VARIABLE, mode)
+    rendered = []
+    if mode == "always":
+        kernel = bulk_scan.kernel()
+        monkeypatch.setattr(kernel, "render_dumplog_each", lambda *arguments: rendered.append(1) or type(
+            kernel).render_dumplog_each(kernel, *arguments))
+    flags = ["--deep-iteration", "--print-data-log"]
+    report = against_kafka.Report(run_seed=0)
+    found = []
+    for path, (text, threw) in kafka.dump_log(paths, flags).items():
+        assert not threw and text.count("payload: ") > 100 and "\ufffd" in text
+        found += against_kafka.compare_dump(Path(path), flags, text, threw, report)
+    assert found == [] and bool(rendered) == (mode == "always")
+
+
 @pytest.mark.parametrize("offset, kafka_reads_leftovers", [(b"\x01\x00", False), (b"\x00\x00", True)])
 def test_an_lz4_match_at_offset_0_is_not_compared(tmp_path, offset, kafka_reads_leftovers):
     """Invalid LZ4 that lz4-java copies from its reused buffer (seed 1125, case 115): such a case is

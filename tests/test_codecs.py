@@ -602,6 +602,50 @@ JAVA_UTF8_CASES = [
 ]
 
 
+def java_utf8_texts(rng: random.Random) -> list[bytes]:
+    """Every malformed class of `JAVA_UTF8_CASES` (surrogates, overlongs, sequences cut
+    short mid-text and at the end, past U+10FFFF, bytes UTF-8 never holds, lone continuations) alone,
+    after plain runs of 0 to 9 bytes (the kernel reads 8 plain bytes at a time), before ASCII and
+    valid characters and after them, two at a time; and random strings of the bytes that
+    matter to a decoder (lead bytes, the edges of continuation ranges, ASCII)."""
+    cases = [bytes.fromhex(hexbytes) for hexbytes, _ in JAVA_UTF8_CASES]
+    valid = "A\u00e9\u20ac\U0001F600\U0010FFFF".encode()
+    texts = [b"p" * run + case for case in cases for run in range(10)]
+    texts += [case + tail for case in cases for tail in (b"A", valid, b"\x80", b"\xbf" * 3)]
+    texts += [valid + case for case in cases]
+    texts += [first + second for first in cases for second in cases]
+    alphabet = [0x00, 0x41, 0x7F, 0x80, 0x8F, 0x90, 0x9F, 0xA0, 0xBF, 0xC0, 0xC1, 0xC2, 0xC3, 0xDF, 0xE0, 0xE1,
+                0xEC, 0xED, 0xEE, 0xEF, 0xF0, 0xF1, 0xF3, 0xF4, 0xF5, 0xF7, 0xF8, 0xFF]
+    texts += [bytes(rng.choice(alphabet) for _ in range(rng.randrange(1, 14))) for _ in range(1500)]
+    texts += [bytes(rng.randrange(256) for _ in range(rng.randrange(60))) for _ in range(300)]
+    return texts
+
+
+def write_binary_texts(partition: Path, legacy_partition: Path, texts: list[bytes], rng: random.Random,
+                       legacy_count: int) -> int:
+    """`texts` as keys, values and header keys of V2 batches of four records (uncompressed, lz4 or
+    gzip) in `partition`, and the first `legacy_count` as keys and values of V1, then V0, messages
+    in `legacy_partition`; returns the V2 batches written."""
+    from kafkalog_tools.formats import legacy
+    from kafkalog_tools.formats.record_batch import build_batch, build_record
+
+    batches, offset = [], 0
+    for start in range(0, len(texts), 4):
+        chunk = texts[start:start + 4]
+        records = [build_record(i, i, text if i % 3 else None, chunk[-1 - i], [(text, b"v"), (b"h", text)][:i % 3])
+                   for i, text in enumerate(chunk)]
+        batches.append(build_batch(offset, records, base_timestamp=1, max_timestamp=len(chunk),
+                                   compression_id=rng.choice([0, 0, LZ4, GZIP])))
+        offset += len(chunk)
+    for directory in (partition, legacy_partition):
+        directory.mkdir()
+    (partition / f"{0:020d}.log").write_bytes(b"".join(batches))
+    (legacy_partition / f"{0:020d}.log").write_bytes(b"".join(
+        legacy.build_entry(i, 1 if i < legacy_count // 2 else 0, text, texts[-1 - i], timestamp=i)
+        for i, text in enumerate(texts[:legacy_count])))
+    return len(batches)
+
+
 @pytest.mark.parametrize("hexbytes, expected", JAVA_UTF8_CASES, ids=[c[0] or "empty" for c in JAVA_UTF8_CASES])
 def test_decode_utf8_replaces_as_java_does(hexbytes, expected):
     assert decode_utf8(bytes.fromhex(hexbytes)) == expected

@@ -35,6 +35,7 @@ from kafkalog_tools.formats.segment import SegmentFile
 from tests.conftest import GOLDEN, ROOT, need
 from tests.damage import corpus_paths, damaged_copies
 from tests.test_bulk_scan import _legacy_segment, _lie_in_records, generated_partitions, generated_segment
+from tests.test_codecs import java_utf8_texts, write_binary_texts
 
 np = pytest.importorskip("numpy")
 pytest.importorskip("numba", reason="the bulk path needs numba (an install requirement)")
@@ -614,46 +615,81 @@ def generated_partitions_legacy(root: Path, rng: random.Random, number: int) -> 
     return paths
 
 
+def _utf8(data: bytes) -> bool:
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+def _text_handed_back(monkeypatch) -> list[int]:
+    """The batches `render_dumplog_each` refuses from now on, as `_one_by_one` is called for them."""
+    from kafkalog_tools.output import dumplog_text
+
+    one_by_one, handed_back = dumplog_text._one_by_one, []
+    monkeypatch.setattr(dumplog_text, "_one_by_one", lambda run, b, *rest: handed_back.append(b) or one_by_one(
+        run, b, *rest))
+    return handed_back
+
+
 def test_text_render_kernel_writes_what_the_per_batch_path_writes(monkeypatch, tmp_path):
     """Keys, values and header keys that are `_hard_texts`, with a buffer so small that nearly every
-    call stops early or must grow it: a batch goes back to the per-batch path exactly when one of
-    them is not UTF-8 as Python's strict decoder reads it (Java then prints replacements)."""
+    call stops early or must grow it: what is not UTF-8 as Python's strict decoder reads it is
+    written with Java's replacements by the kernel too, so no batch goes back to the per-batch path."""
     from kafkalog_tools.output import dumplog_text
 
     rng = random.Random(47)
     texts = _hard_texts(rng)
-
-    def utf8(data: bytes) -> bool:
-        try:
-            data.decode("utf-8")
-        except UnicodeDecodeError:
-            return False
-        return True
-
     partition = tmp_path / "hard-0"
     partition.mkdir()
-    batches, offset, refused = [], 0, 0
+    batches, offset, malformed = [], 0, 0
     for start in range(0, len(texts), 5):
         chunk = texts[start:start + 5]
         header_key = b"\xff" if rng.random() < 0.05 else "k\u00e9".encode()
         records = [build_record(i, i, text, chunk[-1 - i], [(header_key, text)] if i % 2 else [])
                    for i, text in enumerate(chunk)]
-        refused += not all(utf8(text) for text in chunk) or (len(chunk) > 1 and not utf8(header_key))
+        malformed += not all(_utf8(text) for text in chunk) or (len(chunk) > 1 and not _utf8(header_key))
         batches.append(build_batch(offset, records, base_timestamp=1, max_timestamp=len(chunk),
                                    compression_id=codecs.IDS[rng.choice(["none", "lz4"])]))
         offset += len(chunk)
     (partition / f"{0:020d}.log").write_bytes(b"".join(batches))
-    one_by_one, handed_back = dumplog_text._one_by_one, []
-    monkeypatch.setattr(dumplog_text, "_one_by_one", lambda run, b, *rest: handed_back.append(b) or one_by_one(
-        run, b, *rest))
+    handed_back = _text_handed_back(monkeypatch)
     run_size = dumplog_text._run_size
     for small in (False, True):
         monkeypatch.setattr(dumplog_text, "_run_size", (lambda *_: 64) if small else run_size)
         handed_back.clear()
         out, calls = text_both_ways(monkeypatch, [str(partition)], "-d", "-p")
-        assert out.count(b"\n| offset: ") == len(texts) and len(handed_back) == refused > 10
-        # a call per run and after each refusal; a small buffer grows, call after call, first
-        assert calls >= refused + 6 if small else calls <= refused + 5
+        assert out.count(b"\n| offset: ") == len(texts) and not handed_back and malformed > 10
+        # a call per run; a small buffer grows, call after call, first
+        assert calls >= 6 if small else calls <= 5
+
+
+@pytest.mark.parametrize("flags", [["-d", "-p"], ["-d", "-p", "--skip-record-metadata"]], ids=" ".join)
+def test_text_render_kernel_replaces_malformed_utf8_as_the_per_batch_path(monkeypatch, tmp_path, flags):
+    """Binary keys, values and header keys (`java_utf8_texts`) in V2 batches uncompressed, lz4 (the
+    kernel decompresses) and gzip (Python does) and in V0/V1 messages: the kernel writes each as
+    `java_text.decode_utf8` reads it, byte for byte what the per-batch path prints, with room for
+    three bytes each (a small buffer grows), and hands no batch back."""
+    from kafkalog_tools.output import dumplog_text
+    from kafkalog_tools.output.java_text import decode_utf8
+
+    texts = java_utf8_texts(random.Random(53))
+    replaced = [text for text in texts if decode_utf8(text).encode() != text]
+    differs_from_python = [text for text in texts if decode_utf8(text) != text.decode("utf-8", "replace")]
+    assert len(replaced) > 0.9 * len(texts) and len(differs_from_python) > 100
+    partition, legacy_partition = tmp_path / "binary-0", tmp_path / "binary-legacy-0"
+    batches = write_binary_texts(partition, legacy_partition, texts, random.Random(59), 800)
+    paths = [str(partition), str(legacy_partition)]
+    handed_back = _text_handed_back(monkeypatch)
+    run_size = dumplog_text._run_size
+    for small in (False, True):
+        monkeypatch.setattr(dumplog_text, "_run_size", (lambda *_: 64) if small else run_size)
+        out, calls = text_both_ways(monkeypatch, paths, *flags)
+        assert out.count(b"payload: ") == len(texts) + 800 and calls > 0 and not handed_back
+    assert "\ufffd".encode() in out and decode_utf8(bytes.fromhex("41 ed a0 80 42")).encode() in out
+    # all in runs but the first V0 message after the V1 ones (a change of magic ends a run)
+    assert batches_in_runs(monkeypatch, paths, deep=True) == (batches + 799, 1)
 
 
 def test_text_dump_to_a_stdout_that_is_not_utf8_is_encoded_as_text_is(tmp_path):
@@ -711,19 +747,23 @@ def test_text_renderer_refuses_records_of_v0_v1_messages_without_their_rows(monk
 
 
 def test_a_run_of_batches_handed_back_holds_no_buffer_each(tmp_path, monkeypatch):
-    """Every batch of a KRaft-like log printed with -p goes back to Python (binary values): each
-    return used to leave a view of a fresh run-sized buffer in the output, ~1 MiB a batch (8.3 GB for
-    a 128 MiB metadata log). The output is the same both ways; what is held is near its size."""
+    """Every batch of a log of transaction markers printed without -d goes back to Python (control
+    batches; a KRaft metadata log's binary values did, before the kernel replaced malformed UTF-8):
+    each return used to leave a view of a fresh run-sized buffer in the output, ~1 MiB a batch (8.3
+    GB for a 128 MiB metadata log). The output is the same both ways; what is held is near its size."""
     import tracemalloc
 
+    from tests.test_bulk_scan import _control
+
     path = tmp_path / "00000000000000000000.log"
-    path.write_bytes(b"".join(build_batch(n, [build_record(0, 0, b"k", b"\xff\xfe binary")], base_timestamp=0,
-                                          max_timestamp=0) for n in range(400)))
-    text = dump_both_ways(monkeypatch, [str(path)], "-d", "-p", output_format="text")
-    assert text.count(b"payload: ") == 400
+    path.write_bytes(b"".join(build_batch(n, [_control(n % 2)], base_timestamp=0, max_timestamp=0, attributes=0x30)
+                              for n in range(400)))
+    handed_back = _text_handed_back(monkeypatch)
+    text = dump_both_ways(monkeypatch, [str(path)], output_format="text")
+    assert text.count(b"isControl: true") == 400 and len(handed_back) == 400
     tracemalloc.start()
     try:
-        result = CliRunner().invoke(cli, ["dump", "--format", "text", "-d", "-p", str(path)], catch_exceptions=False)
+        result = CliRunner().invoke(cli, ["dump", "--format", "text", str(path)], catch_exceptions=False)
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()

@@ -1387,10 +1387,18 @@ _DUMPLOG_BATCH_FIELDS = np.array([RUN_BATCH_FIELDS.index(name) for name in (
 """The run row behind each of its fields (`_put_dumplog_batch` writes the texts among them itself)."""
 
 
+_MALFORMED = -2
+"""`_put_java_text` without `replace`: the text is not UTF-8, and its replacements may take more room."""
+_REPLACEMENT = (0xEF, 0xBF, 0xBD)
+"""U+FFFD in UTF-8."""
+
+
 @_jit
-def _put_utf8(out, op, data, start, length):
-    """data[start:start + length] as it is, where Python's strict UTF-8 decoder takes it (Java's
-    decoder then reads the same text); -1 where it refuses it. Writes `length` bytes."""
+def _put_java_text(out, op, data, start, length, replace):
+    """data[start:start + length] as `java_text.decode_utf8` reads it (Java's `new String(bytes,
+    UTF_8)`), in UTF-8: as it is where it is UTF-8 (`length` bytes); else, with `replace`, each
+    malformed sequence as one U+FFFD by Java's rules (at most 3 bytes for each byte), without,
+    _MALFORMED. A valid character is copied as its bytes, which is what its text encodes to."""
     i, end = start, start + length
     while i < end:
         if end - i >= 8 and _word_at(data, i) & _HIGH_BITS == np.uint64(0):
@@ -1400,10 +1408,71 @@ def _put_utf8(out, op, data, start, length):
         else:
             sequence = _utf8_sequence(data, i, end)
             if sequence < 0:
-                return -1
+                break
             i += sequence
-    _copy(out, op, data, start, length)
-    return op + length
+    if i < end and not replace:
+        return _MALFORMED
+    _copy(out, op, data, start, i - start)
+    op += i - start
+    while i < end:  # from the first byte Python's strict decoder refuses: `java_text._decode_replacing`
+        b1 = data[i]
+        i += 1
+        if b1 < 0x80:
+            out[op] = b1
+            op += 1
+            continue
+        good = 0  # the bytes of a valid character starting at b1; else one U+FFFD
+        if 0xC2 <= b1 <= 0xDF:
+            if i < end and data[i] & 0xC0 == 0x80:
+                good = 2
+            elif i >= end:
+                i = end + 1  # cut short at the end: one U+FFFD, and decoding stops
+        elif 0xE0 <= b1 <= 0xEF:
+            if i + 1 < end:
+                b2, b3 = data[i], data[i + 1]
+                if _malformed3_2(b1, b2) or b3 & 0xC0 != 0x80:
+                    i += 0 if _malformed3_2(b1, b2) else 1
+                elif b1 != 0xED or b2 < 0xA0:  # (ED A0..BF: a surrogate, read whole and replaced)
+                    good = 3
+                else:
+                    i += 2
+            elif i >= end or not _malformed3_2(b1, data[i]):
+                i = end + 1
+        elif 0xF0 <= b1 <= 0xF7:
+            if i + 2 < end:
+                b2, b3, b4 = data[i], data[i + 1], data[i + 2]
+                if b1 > 0xF4 or _malformed4_2(b1, b2):
+                    pass
+                elif b3 & 0xC0 != 0x80:
+                    i += 1
+                elif b4 & 0xC0 != 0x80:
+                    i += 2
+                else:
+                    good = 4  # (a lead of F0..F4 with its second byte in range is U+10000..U+10FFFF)
+            elif not (b1 > 0xF4 or (i < end and _malformed4_2(b1, data[i]))):
+                i += 1
+                if i >= end or data[i] & 0xC0 == 0x80:
+                    i = end + 1
+        if good:
+            out[op] = b1
+            for k in range(1, good):
+                out[op + k] = data[i + k - 1]
+            op += good
+            i += good - 1
+        else:
+            out[op], out[op + 1], out[op + 2] = _REPLACEMENT[0], _REPLACEMENT[1], _REPLACEMENT[2]
+            op += 3
+    return op
+
+
+@_jit
+def _malformed3_2(b1, b2):
+    return (b1 == 0xE0 and b2 & 0xE0 == 0x80) or b2 & 0xC0 != 0x80
+
+
+@_jit
+def _malformed4_2(b1, b2):
+    return (b1 == 0xF0 and not 0x90 <= b2 <= 0xBF) or (b1 == 0xF4 and b2 & 0xF0 != 0x80) or b2 & 0xC0 != 0x80
 
 
 @_jit
@@ -1441,9 +1510,10 @@ def _put_dumplog_batch(out, op, batches, b, timestamp_type, texts, bounds):
 
 @_jit
 def _put_dumplog_record(out, op, records, r, headers, legacy, is_legacy, data, timestamp_type, print_data,
-                        skip_metadata, texts, bounds):
+                        skip_metadata, texts, bounds, replace):
     """A record line of a batch that is not a control batch, as `dumplog_text.record_line` writes
-    it; -1 where a key, value or header key is not UTF-8 (Java replaces what does not decode)."""
+    it; -1 for a null header key; without `replace`, _MALFORMED where a key, value or header key is
+    not UTF-8 (see `_put_java_text`)."""
     if not skip_metadata:
         op = _put_text(out, op, texts, bounds, D_RECORD)
         op = _put_int(out, op, records[R_OFFSET, r])
@@ -1467,20 +1537,20 @@ def _put_dumplog_record(out, op, records, r, headers, legacy, is_legacy, data, t
                 op += 1
             if headers[H_KEY_LENGTH, h] < 0:
                 return -1
-            op = _put_utf8(out, op, data, headers[H_KEY_START, h], headers[H_KEY_LENGTH, h])
+            op = _put_java_text(out, op, data, headers[H_KEY_START, h], headers[H_KEY_LENGTH, h], replace)
             if op < 0:
-                return -1
+                return op
         op = _put_text(out, op, texts, bounds, D_RECORD + 7)
     if print_data and records[R_KEY_LENGTH, r] >= 0:
         op = _put_text(out, op, texts, bounds, D_KEY + (1 if skip_metadata else 0))
-        op = _put_utf8(out, op, data, records[R_KEY_START, r], records[R_KEY_LENGTH, r])
+        op = _put_java_text(out, op, data, records[R_KEY_START, r], records[R_KEY_LENGTH, r], replace)
         if op < 0:
-            return -1
+            return op
     if print_data and records[R_VALUE_LENGTH, r] >= 0:
         op = _put_text(out, op, texts, bounds, D_PAYLOAD)
-        op = _put_utf8(out, op, data, records[R_VALUE_START, r], records[R_VALUE_LENGTH, r])
+        op = _put_java_text(out, op, data, records[R_VALUE_START, r], records[R_VALUE_LENGTH, r], replace)
         if op < 0:
-            return -1
+            return op
     out[op] = 10
     return op + 1
 
@@ -1492,12 +1562,13 @@ V0/V1 record has no sequence)."""
 
 
 @_jit
-def _dumplog_record_bound(records, r, headers, fixed, widest):
-    """The most bytes `_put_dumplog_record` can write for record r (and `_copy`'s 15 past the end)."""
-    need = fixed + 8 * widest + max(records[R_KEY_LENGTH, r], 0) + max(records[R_VALUE_LENGTH, r], 0) + 17
+def _dumplog_record_bound(records, r, headers, fixed, widest, per_byte):
+    """The most bytes `_put_dumplog_record` can write for record r (and `_copy`'s 15 past the end)
+    when each byte of its texts becomes at most `per_byte` (1 as they are, 3 replaced)."""
+    need = fixed + 8 * widest + per_byte * (max(records[R_KEY_LENGTH, r], 0) + max(records[R_VALUE_LENGTH, r], 0)) + 17
     first = records[R_FIRST_HEADER, r]
     for h in range(first, first + records[R_HEADER_COUNT, r]):
-        need += max(headers[H_KEY_LENGTH, h], 0) + 1
+        need += per_byte * max(headers[H_KEY_LENGTH, h], 0) + 1
     return need
 
 
@@ -1507,8 +1578,10 @@ def render_dumplog_each(segment, payloads, batches, records, headers, legacy, de
     """`render_each` for kafka-dump-log's text: the lines of a run's batches (V2, or V0/V1 messages
     with `legacy` rows beside their records) and (`deep`) their records, whole batches at a time,
     until the next does not fit or is one it leaves to Python (state[RENDER_REFUSED] = 1): a
-    control batch, a key, value or header key that is not UTF-8. `texts`[bounds[k]:bounds[k + 1]]
-    is the k-th of `bulk_scan.DUMPLOG_PIECES`."""
+    control batch (or a null header key, which no reader lets through). A key, value or header key
+    that is not UTF-8 is written with Java's replacements, given room for them: the record is
+    written again once it is known to need it. `texts`[bounds[k]:bounds[k + 1]] is the k-th of
+    `bulk_scan.DUMPLOG_PIECES`."""
     widest = _INT_WIDTH
     for k in range(D_CODEC, DUMPLOG_TEXTS):
         widest = max(widest, bounds[k + 1] - bounds[k])
@@ -1532,13 +1605,19 @@ def render_dumplog_each(segment, payloads, batches, records, headers, legacy, de
             data = payloads if batches[B_IN_PAYLOADS, b] != 0 else segment
             stop = r + count
             while r < stop:
-                if op + _dumplog_record_bound(records, r, headers, record_fixed, widest) > capacity:
+                if op + _dumplog_record_bound(records, r, headers, record_fixed, widest, 1) > capacity:
                     break
-                op = _put_dumplog_record(out, op, records, r, headers, legacy, magic != 2, data, timestamp_type,
-                                         print_data, skip_metadata, texts, bounds)
-                if op < 0:
+                after = _put_dumplog_record(out, op, records, r, headers, legacy, magic != 2, data, timestamp_type,
+                                            print_data, skip_metadata, texts, bounds, False)
+                if after == _MALFORMED:
+                    if op + _dumplog_record_bound(records, r, headers, record_fixed, widest, 3) > capacity:
+                        break
+                    after = _put_dumplog_record(out, op, records, r, headers, legacy, magic != 2, data,
+                                                timestamp_type, print_data, skip_metadata, texts, bounds, True)
+                if after < 0:
                     state[RENDER_REFUSED] = 1
                     break
+                op = after
                 r += 1
             if r < stop:
                 op, r = batch_start, batch_record

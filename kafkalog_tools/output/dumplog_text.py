@@ -149,9 +149,9 @@ _RUN_BUFFER = 1 << 20
 
 def run_block(run: d.BatchRun, *, print_data: bool, skip_metadata: bool, decompress_limit: int) -> bytes | memoryview:
     """`lines` of each batch of a run and (with deep iteration) its records, as UTF-8 with a newline
-    after each line: written by the compiled `render_dumplog_each` from `_texts`. A batch it leaves
-    (a control batch, a key, value or header key that is not UTF-8) is read again and printed by
-    `lines`, as the per-batch path prints it."""
+    after each line: written by the compiled `render_dumplog_each` from `_texts`, keys, values and
+    header keys that are not UTF-8 with `decode_utf8`'s replacements. A batch it leaves (a control
+    batch) is read again and printed by `lines`, as the per-batch path prints it."""
     kernel = bulk_scan.kernel()
     texts, bounds = _texts()
 
