@@ -5,6 +5,16 @@ and listing at fleet scale.
     python bench/spark_speedup.py --size 256MiB         # a quick smoke run
     python bench/spark_speedup.py --parts fleet,listing # listing only (below)
     python bench/spark_speedup.py --parts segment --size 2GiB  # one big segment (below)
+    python bench/spark_speedup.py --parts segment --master local[2],standalone  # and on a cluster
+
+`--master` takes masters separated by commas, measured one after the other in the same run, a row
+each; `standalone` is a standalone cluster started for the run (bench/spark_cluster.py: a master
+and two workers of 1 core and `--worker-memory` each, separate JVMs on 127.0.0.1 with ephemeral
+ports, executors of `spark.executor.memory` = the same, running this Python) and stopped at its
+end, also on an error or Ctrl-C. The load average (1 minute) at the start and end of each
+measurement is printed beside it: the machine may be shared. Executors get a copy of this
+installation's compiled kernels (`_kernels_for_executors`), and each session is checked to have
+loaded them.
 
 `segment`: one partition of a single `--size` segment, verified in one process and with --spark
 as one task (`spark.kafkalog.rangeBytes=0`, as before segments were split) and cut into byte ranges
@@ -35,6 +45,7 @@ import argparse
 import os
 import re
 import shutil
+import signal
 import statistics
 import struct
 import sys
@@ -45,6 +56,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from kafkalog_tools.formats.record_batch import build_batch, build_record  # noqa: E402
+from kafkalog_tools.native.loader import CACHE_VARIABLE  # noqa: E402
 from kafkalog_tools.verify import Verification  # noqa: E402
 
 T0 = 1_700_000_000_000
@@ -58,6 +70,108 @@ def parse_size(text: str) -> int:
         raise argparse.ArgumentTypeError(f"not a size: {text}")
     unit = (match.group(2) or "B")[0].upper()
     return int(float(match.group(1)) * {"B": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}[unit])
+
+
+STANDALONE = "standalone"
+SESSION_CONF = {
+    "spark.ui.showConsoleProgress": "false",
+    # a 2 GiB segment's facts in one task's result (~230 MB pickled) stalled a job with the default
+    # 1g; the driver's JVM starts once per process, with the first session's setting
+    "spark.driver.memory": "4g",
+}
+
+
+class Masters:
+    """The masters of `--master`, a session on each in turn; `standalone` starts the cluster at its
+    first use and `close` stops it."""
+
+    def __init__(self, names: str, base: Path, worker_memory: str):
+        self.names = [name.strip() for name in names.split(",") if name.strip()]
+        self.root = base / "cluster"
+        self.kernels = _kernels_for_executors(base / "kernels")
+        self.worker_memory = worker_memory
+        self.cluster = None
+        self.session_start = 0.0
+        """Seconds the last session took to start (the cluster's own start not included)."""
+
+    def sessions(self, conf: dict[str, str] | None = None):
+        """(name, session) for each master, the session stopped before the next starts."""
+        from kafkalog_tools.spark.session import start_session
+
+        for name in self.names:
+            settings = {**SESSION_CONF, **(conf or {})}
+            if self.kernels:
+                settings[f"spark.executorEnv.{CACHE_VARIABLE}"] = str(self.kernels)
+            url = name
+            if name == STANDALONE:
+                url = self._cluster().url
+                settings.update({"spark.pyspark.python": sys.executable,  # executors run this Python
+                                 "spark.executor.memory": self.worker_memory})
+            started = time.perf_counter()
+            spark = start_session(url, settings)
+            self.session_start = time.perf_counter() - started
+            try:
+                yield name, spark
+                if self.kernels and not executors_have_kernels(spark):  # checked after, not to warm them up
+                    sys.exit(f"the executors on {name} had no compiled kernels")
+            finally:
+                spark.stop()
+
+    def _cluster(self):
+        if self.cluster is None:
+            from bench.spark_cluster import StandaloneCluster
+
+            self.cluster = StandaloneCluster(self.root, worker_memory=self.worker_memory)
+            started = time.perf_counter()
+            self.cluster.start()
+            print(f"started a standalone cluster at {self.cluster.url} (2 workers, 1 core and {self.worker_memory} "
+                  f"each) in {time.perf_counter() - started:.1f} s", file=sys.stderr)
+        return self.cluster
+
+    def close(self) -> None:
+        if self.cluster is not None:
+            self.cluster.stop()
+            left = self.cluster.leftovers()
+            if left:
+                print(f"processes of the standalone cluster still running: {left}", file=sys.stderr)
+            shutil.rmtree(self.root, ignore_errors=True)
+
+
+def _kernels_for_executors(directory: Path) -> Path | None:
+    """A kernel cache for the executors, with this installation's compiled kernels (built now if
+    need be). Executors import the package from the zip the session ships, so they look for the
+    kernels in the user's cache only (`loader.cache_dirs`), where a node has them once a run has
+    built them in the background; the bench measures that steady state, without touching the
+    user's cache (other runs on the machine use it)."""
+    from kafkalog_tools.native import loader
+
+    try:
+        loader.load()  # (cached: read; else built, ~20 s of CPU)
+    except Exception as exc:  # noqa: BLE001 - then every run reads batch by batch, as it would anyway
+        print(f"no compiled kernels ({exc}): every run reads batch by batch", file=sys.stderr)
+        return None
+    directory.mkdir(mode=0o700, parents=True)
+    shutil.copy2(loader.cached_path(), directory)
+    return directory
+
+
+def executors_have_kernels(spark) -> bool:
+    def probe(_):
+        from kafkalog_tools.native import bulk_scan
+
+        return bulk_scan.kernel() is not None
+
+    cores = spark.sparkContext.defaultParallelism
+    return all(spark.sparkContext.parallelize(range(4 * cores), 4 * cores).map(probe).collect())
+
+
+def label(name: str, spark) -> str:
+    cores = spark.sparkContext.defaultParallelism
+    return f"{name}, 2 workers × 1 core" if name == STANDALONE else f"{name} ({cores} cores)"
+
+
+def load() -> str:
+    return f"{os.getloadavg()[0]:.1f}"
 
 
 def generate(root: Path, total: int, partitions: int, segment_bytes: int,
@@ -140,43 +254,44 @@ def _walk(root: Path) -> int:
     return count
 
 
-def speedup(args, root: Path) -> None:
+def speedup(args, root: Path, masters: Masters) -> None:
     started = time.perf_counter()
     written, segments = generate(root, args.size, args.partitions, args.segment_size)
     print(f"generated {written / 2**20:,.0f} MiB in {segments} segments of {args.partitions} partitions "
           f"in {time.perf_counter() - started:.1f} s under {root}", file=sys.stderr)
 
-    from kafkalog_tools.spark.session import start_session
     from kafkalog_tools.spark.verify import SparkVerification
 
-    single_times, spark_times = [], []
+    single_times = []
+    single_load = load()
     for _ in range(args.repeat):
         started = time.perf_counter()
         single = Verification([str(root)])
         expected = [f.to_json() for f in single]
         single_times.append(time.perf_counter() - started)
-    started = time.perf_counter()
-    spark = start_session(args.master, {"spark.ui.showConsoleProgress": "false"})
-    session_start = time.perf_counter() - started
-    cores = spark.sparkContext.defaultParallelism
-    try:
+    one = statistics.median(single_times)
+    single_load += f" -> {load()}"
+    rows = []
+    for name, spark in masters.sessions():
+        session_start = masters.session_start
+        spark_times = []
+        spark_load = load()
         for _ in range(args.repeat):
             started = time.perf_counter()
             on_spark = SparkVerification(spark, [str(root)])
             found = [f.to_json() for f in on_spark]
             spark_times.append(time.perf_counter() - started)
             if found != expected or on_spark.summary != single.summary:
-                sys.exit("the Spark findings differ from the single-process findings")
-    finally:
-        spark.stop()
-    one = statistics.median(single_times)
-    first, warm = spark_times[0], statistics.median(spark_times[1:] or spark_times)
-    print(f"| .log bytes | partitions | segments | findings (errors) | one process | {args.master} ({cores} cores): "
-          f"first job / later jobs | session start | speedup (later jobs) | speedup incl. session + first job |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
-    print(f"| {written / 2**20:,.0f} MiB | {args.partitions} | {segments} | {len(expected)} "
-          f"({single.summary.errors}) | {one:.1f} s | {first:.1f} s / {warm:.1f} s | {session_start:.1f} s | "
-          f"{one / warm:.2f}x | {one / (first + session_start):.2f}x |")
+                sys.exit(f"the Spark findings ({name}) differ from the single-process findings")
+        first, warm = spark_times[0], statistics.median(spark_times[1:] or spark_times)
+        rows.append(f"| {label(name, spark)} | {spark_load} -> {load()} | {first:.1f} s / {warm:.1f} s "
+                    f"| {session_start:.1f} s | {one / warm:.2f}x | {one / (first + session_start):.2f}x |")
+    print(f"{written / 2**20:,.0f} MiB of .log, {args.partitions} partitions, {segments} segments, {len(expected)} "
+          f"findings ({single.summary.errors} errors); one process {one:.1f} s (load {single_load})")
+    print("| master | load average | first job / later jobs | session start | speedup (later jobs) "
+          "| speedup incl. session + first job |")
+    print("| --- | --- | --- | --- | --- | --- |")
+    print("\n".join(rows))
 
 
 def generate_production_segment(root: Path, size: int) -> int:
@@ -200,7 +315,7 @@ def generate_production_segment(root: Path, size: int) -> int:
     return log.stat().st_size
 
 
-def big_segment(args, root: Path) -> None:
+def big_segment(args, root: Path, masters: Masters) -> None:
     """verify --spark on one segment of --size bytes: one task for it, then byte ranges."""
     started = time.perf_counter()
     if args.variant == "prod":
@@ -214,24 +329,24 @@ def big_segment(args, root: Path) -> None:
     warm_up.mkdir()
     generate(warm_up, 8 << 20, 1, 8 << 20)
     from kafkalog_tools.spark.plan import RANGE_BYTES_CONF
-    from kafkalog_tools.spark.session import start_session
     from kafkalog_tools.spark.verify import SparkVerification
 
     single_times = []
+    single_load = load()
     for _ in range(args.repeat):
         started = time.perf_counter()
         single = Verification([str(root)])
         expected = [f.to_json() for f in single]
         single_times.append(time.perf_counter() - started)
-    # a 2 GiB segment's facts in one task's result (~230 MB pickled) stalled a job with the default 1g
-    spark = start_session(args.master, {"spark.ui.showConsoleProgress": "false", "spark.driver.memory": "4g"})
-    cores = spark.sparkContext.defaultParallelism
+    one = statistics.median(single_times)
+    rows = [f"| one process | {single_load} -> {load()} | {one:.1f} s | | |"]
     kinds = (("one task", "0"), ("byte ranges", None))
-    times: dict[str, list[float]] = {kind: [] for kind, _ in kinds}
-    tasks = {}
-    try:
+    for name, spark in masters.sessions():
+        times: dict[str, list[float]] = {kind: [] for kind, _ in kinds}
+        tasks = {}
         spark.conf.set(RANGE_BYTES_CONF, str(1 << 20))  # 8 tasks: every core starts its Python worker
         list(SparkVerification(spark, [str(warm_up)]))
+        spark_load = load()
         for _ in range(args.repeat):
             for kind, range_bytes in kinds:
                 if range_bytes is None:
@@ -244,36 +359,36 @@ def big_segment(args, root: Path) -> None:
                 times[kind].append(time.perf_counter() - started)
                 tasks[kind] = len(run.units)
                 if found != expected or run.summary != single.summary:
-                    sys.exit(f"the Spark findings ({kind}) differ from the single-process findings")
-    finally:
-        spark.stop()
-    one = statistics.median(single_times)
-    whole, split = (statistics.median(times[kind]) for kind, _ in kinds)
-    print(f"| one {args.variant} segment | one process | {args.master} ({cores} cores), one task | speedup | same, "
-          f"{tasks['byte ranges']} byte ranges | speedup | ranges / one task |")
-    print("| --- | --- | --- | --- | --- | --- | --- |")
-    print(f"| {written / 2**20:,.0f} MiB | {one:.1f} s | {whole:.1f} s | {one / whole:.2f}x | {split:.1f} s "
-          f"| {one / split:.2f}x | {whole / split:.2f}x |")
+                    sys.exit(f"the Spark findings ({name}, {kind}) differ from the single-process findings")
+        whole, split = (statistics.median(times[kind]) for kind, _ in kinds)
+        loads = f"{spark_load} -> {load()}"
+        rows.append(f"| {label(name, spark)}, one task | {loads} | {whole:.1f} s | {one / whole:.2f}x | |")
+        rows.append(f"| {label(name, spark)}, {tasks['byte ranges']} byte ranges | {loads} | {split:.1f} s "
+                    f"| {one / split:.2f}x | {whole / split:.2f}x |")
+    print(f"one {args.variant} segment of {written / 2**20:,.0f} MiB, {len(expected)} findings "
+          f"({single.summary.errors} errors), the same in every run; medians of {args.repeat}")
+    print("| verify | load average | time | speedup over one process | byte ranges / one task |")
+    print("| --- | --- | --- | --- | --- |")
+    print("\n".join(rows))
 
 
-def fleet(args, root: Path) -> None:
+def fleet(args, root: Path, masters: Masters) -> None:
     """verify --spark over a local path and over its file:// URI, alternately, same session."""
     started = time.perf_counter()
     _, segments = generate(root, args.fleet_partitions, args.fleet_partitions, args.segment_size, records_per_batch=1)
     files = sum(1 for _ in root.rglob("*"))
     print(f"generated {args.fleet_partitions} partitions, {files:,} entries in {time.perf_counter() - started:.1f} s",
           file=sys.stderr)
-    from kafkalog_tools.spark.session import start_session
+    from kafkalog_tools.spark.remote import STAGE_FILE_URIS_CONF
     from kafkalog_tools.spark.verify import SparkVerification
 
-    from kafkalog_tools.spark.remote import STAGE_FILE_URIS_CONF
-
-    spark = start_session(args.master)
     kinds = (("path", str(root), "false"), ("file:// URI", f"file://{root}", "false"),
              ("file:// URI, staged", f"file://{root}", "true"))  # listed and copied, as hdfs:// is
-    times: dict[str, list[float]] = {kind: [] for kind, _, _ in kinds}
-    try:
-        expected = None
+    rows = []
+    expected = None
+    for name, spark in masters.sessions():
+        times: dict[str, list[float]] = {kind: [] for kind, _, _ in kinds}
+        spark_load = load()
         for _ in range(args.repeat):
             for kind, given, staged in kinds:
                 spark.conf.set(STAGE_FILE_URIS_CONF, staged)
@@ -286,29 +401,27 @@ def fleet(args, root: Path) -> None:
                 if expected is None:
                     expected = (found, summary)
                 elif (found, summary) != expected:
-                    sys.exit(f"verify --spark over the {kind} differs")
-    finally:
-        spark.stop()
-    path, uri, staged = (statistics.median(times[kind]) for kind, _, _ in kinds)
-    print("| partitions | files | segments | verify --spark, local path | same, file:// URI | ratio (goal <= 1.3) "
+                    sys.exit(f"verify --spark over the {kind} ({name}) differs")
+        path, uri, staged = (statistics.median(times[kind]) for kind, _, _ in kinds)
+        rows.append(f"| {label(name, spark)} | {spark_load} -> {load()} | {path:.1f} s | {uri:.1f} s "
+                    f"| {uri / path:.2f} | {staged:.1f} s | {staged / path:.2f} |")
+    print(f"{args.fleet_partitions:,} partitions, {files:,} files, {segments:,} segments")
+    print("| master | load average | verify --spark, local path | same, file:// URI | ratio (goal <= 1.3) "
           "| file:// URI listed and staged (as hdfs://) | ratio |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
-    print(f"| {args.fleet_partitions:,} | {files:,} | {segments:,} | {path:.1f} s | {uri:.1f} s | {uri / path:.2f} "
-          f"| {staged:.1f} s | {staged / path:.2f} |")
+    print("| --- | --- | --- | --- | --- | --- | --- |")
+    print("\n".join(rows))
 
 
-def listing(args, root: Path) -> None:
+def listing(args, root: Path, masters: Masters) -> None:
     started = time.perf_counter()
     entries = generate_placeholders(root, args.listing_files)
     print(f"generated {entries:,} entries in {time.perf_counter() - started:.1f} s", file=sys.stderr)
-    from kafkalog_tools.spark.remote import HadoopLayout
-    from kafkalog_tools.spark.session import start_session
+    from kafkalog_tools.spark.remote import STAGE_FILE_URIS_CONF, HadoopLayout
 
-    from kafkalog_tools.spark.remote import STAGE_FILE_URIS_CONF
-
-    spark = start_session(args.master, {STAGE_FILE_URIS_CONF: "true"})  # listed through the JVM, as hdfs:// is
-    listed, walked = [], []
-    try:
+    rows = []
+    for name, spark in masters.sessions({STAGE_FILE_URIS_CONF: "true"}):  # listed through the JVM, as hdfs:// is
+        listed, walked = [], []
+        spark_load = load()
         for _ in range(args.repeat):
             started = time.perf_counter()
             layout = HadoopLayout(spark, [f"file://{root}"])
@@ -316,17 +429,17 @@ def listing(args, root: Path) -> None:
             found = len(layout._dirs) - 1 + len(layout._files)  # every directory but the root, every file
             layout.close()
             if found != entries:
-                sys.exit(f"listed {found:,} entries of {entries:,}")
+                sys.exit(f"listed {found:,} entries of {entries:,} ({name})")
             started = time.perf_counter()
             _walk(root)
             walked.append(time.perf_counter() - started)
-    finally:
-        spark.stop()
-    jvm, local = statistics.median(listed), statistics.median(walked)
-    print(f"| entries | listed as a file:// URI ({args.master}) | per entry (goal <= 50 us) | os.scandir walk "
-          f"| per entry |")
-    print("| --- | --- | --- | --- | --- |")
-    print(f"| {entries:,} | {jvm:.2f} s | {jvm / entries * 1e6:.1f} us | {local:.2f} s | {local / entries * 1e6:.1f} us |")
+        jvm, local = statistics.median(listed), statistics.median(walked)
+        rows.append(f"| {entries:,} | {label(name, spark)} | {spark_load} -> {load()} | {jvm:.2f} s "
+                    f"| {jvm / entries * 1e6:.1f} us | {local:.2f} s | {local / entries * 1e6:.1f} us |")
+    print("| entries | listed as a file:// URI on | load average | listed | per entry (goal <= 50 us) "
+          "| os.scandir walk, same run | per entry |")
+    print("| --- | --- | --- | --- | --- | --- | --- |")
+    print("\n".join(rows))
 
 
 def main() -> None:
@@ -341,19 +454,28 @@ def main() -> None:
                              "of 500 B a batch, no codec) or bench/run.py's production-like `prod`")
     parser.add_argument("--fleet-partitions", type=int, default=5000)
     parser.add_argument("--listing-files", type=int, default=100_000)
-    parser.add_argument("--master", default="local[2]")
+    parser.add_argument("--master", default="local[2]",
+                        help="Spark masters separated by commas, each measured in turn; `standalone`: a cluster of "
+                             "two 1-core workers started here for the run")
+    parser.add_argument("--worker-memory", default="2g",
+                        help="for `standalone`: each worker's memory, all of it its executor's")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--dir", help="generate here (default: a temp dir, removed afterwards)")
     args = parser.parse_args()
 
-    base = Path(args.dir or tempfile.mkdtemp(prefix="kafkalog-spark-bench-"))
+    # absolute: executors (on a cluster, in their workers' dirs) read the paths the driver names
+    base = Path(args.dir or tempfile.mkdtemp(prefix="kafkalog-spark-bench-")).resolve()
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # the driver, as the cluster's JVMs, on 127.0.0.1
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit("stopped (SIGTERM)"))  # so that the cluster stops too
+    masters = Masters(args.master, base, args.worker_memory)
     try:
         for part in args.parts.split(","):
             root = base / part / "kafka-logs"
             root.mkdir(parents=True)
-            {"speedup": speedup, "segment": big_segment, "fleet": fleet, "listing": listing}[part](args, root)
+            {"speedup": speedup, "segment": big_segment, "fleet": fleet, "listing": listing}[part](args, root, masters)
             shutil.rmtree(base / part, ignore_errors=True)
     finally:
+        masters.close()
         if args.dir is None:
             shutil.rmtree(base, ignore_errors=True)
 

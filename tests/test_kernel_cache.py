@@ -169,3 +169,24 @@ def test_a_run_beside_an_untrusted_cache_neither_loads_it_nor_starts_a_build(cac
     result, err = _finished(_probe(partition, _environment(cached_copy.parent, KAFKALOG_DEBUG="1")))
     assert not result["kernels"] and "its directory is writable by others" in err and NOTICE not in err
     assert not list(cached_copy.parent.glob("*.build.log")) and not list(cached_copy.parent.glob("*.lock"))
+
+
+@pytest.mark.parametrize("entry", ["./kafkalog_tools.zip", "{zip}"])
+def test_the_cache_key_is_the_same_when_the_package_is_imported_from_a_zip(tmp_path, entry):
+    """Spark ships the package as a zip (`session.ship_package`); a standalone cluster's executors
+    import it as "./kafkalog_tools.zip", relative to their work dir. The key (and so the kernels
+    they may load) is the installed package's, however the zip is named on the path."""
+    import zipfile
+
+    package = Path(kernel_cache.__file__).resolve().parents[1]
+    archive = tmp_path / "kafkalog_tools.zip"
+    with zipfile.ZipFile(archive, "w") as out:
+        for path in sorted(package.rglob("*.py")):
+            out.write(path, path.relative_to(package.parent).as_posix())
+    probe = (f"import sys; sys.path.insert(0, {entry.format(zip=archive)!r})\n"
+             "from kafkalog_tools.native import cache\nprint(cache.__file__); print(cache.cache_key())")
+    result = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr[-2000:]
+    imported_from, key = result.stdout.split()
+    assert imported_from == f"{entry.format(zip=archive)}/kafkalog_tools/native/cache.py"
+    assert key == kernel_cache.cache_key()

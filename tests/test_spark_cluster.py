@@ -1,5 +1,5 @@
 """--spark on a real standalone cluster: a master and two workers (one core, 1 GiB each), separate
-JVMs started from pyspark's `bin/spark-class` (tests/spark_cluster.py), with executors in JVMs of
+JVMs started from pyspark's `bin/spark-class` (bench/spark_cluster.py), with executors in JVMs of
 their own running the venv's Python. The CLI and the library give one process's answers there;
 Spark's log lines stay off the terminal unless --verbose; and when the session ends the cluster is
 stopped and the process list shows nothing of it left."""
@@ -19,7 +19,7 @@ from kafkalog_tools.spark.schemas import BATCH_FIELDS, RECORD_FIELDS
 from kafkalog_tools.verify import Verification
 from tests.conftest import GOLDEN, REAL, ROOT, need
 from tests.damage import corpus_paths, damaged_copies
-from tests.spark_cluster import StandaloneCluster
+from bench.spark_cluster import StandaloneCluster
 
 pytest.importorskip("pyspark", reason="--spark needs pyspark (the 'spark' extra)")
 if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):

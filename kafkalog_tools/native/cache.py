@@ -191,10 +191,20 @@ def cache_key() -> str:
     digest = hashlib.sha256(_MAGIC)
     for part in (_installed("numba"), _installed("llvmlite"), sys.platform, platform.machine(), _cpu()):
         digest.update(repr(part).encode() + b"\0")
-    here = os.path.dirname(__file__)
     for name in _SOURCES:  # through the loader: inside a zip (Spark's addPyFile) there is no file to open
-        digest.update(__loader__.get_data(os.path.normpath(os.path.join(here, name))))
+        digest.update(__loader__.get_data(_source_path(name)))
     return digest.hexdigest()
+
+
+def _source_path(name: str) -> str:
+    """`name`, relative to this module, as its loader finds it. Inside a zip only the member's name
+    is normalised: a standalone cluster's executors import the zip as "./kafkalog_tools.zip", which
+    the zip's loader must be given back as it is (normalised, "kafkalog_tools.zip/..." is no member)."""
+    path = os.path.join(os.path.dirname(__file__), name)
+    archive = getattr(__loader__, "archive", None)
+    if archive and path.startswith(archive + os.sep):
+        return os.path.join(archive, os.path.normpath(path[len(archive) + 1:]))
+    return os.path.normpath(path)
 
 
 def _installed(package: str):

@@ -1,4 +1,5 @@
-"""A real Spark standalone cluster for the tests: a master and two workers, each a JVM of its own
+"""A real Spark standalone cluster for the tests (tests/test_spark_cluster.py) and the bench
+(bench/spark_speedup.py --master standalone): a master and two workers, each a JVM of its own
 started from pyspark's `bin/spark-class` on 127.0.0.1, with ephemeral ports and their own work
 dirs. Each runs in its own process group (executors and their Python workers join their worker's),
 so stopping kills whole groups; `leftovers` reads the process list to show nothing stayed behind."""
@@ -17,6 +18,7 @@ START_TIMEOUT = 240
 """Seconds for the master and both workers to come up (three JVMs on a busy 2-core machine)."""
 STOP_TIMEOUT = 30
 WORKER_MEMORY = "1g"
+"""What each worker may give its executors (`--memory`); an executor takes `spark.executor.memory`."""
 MASTER_PROPERTIES = {
     "spark.master.rest.enabled": "false",  # its fixed port 6066 would clash with any other cluster here
     "spark.worker.cleanup.enabled": "false",
@@ -33,9 +35,10 @@ def spark_class() -> Path:
 
 
 class StandaloneCluster:
-    def __init__(self, root: Path, workers: int = 2):
+    def __init__(self, root: Path, workers: int = 2, worker_memory: str = WORKER_MEMORY):
         self.root = root
         self.workers = workers
+        self.worker_memory = worker_memory
         self.processes: list[subprocess.Popen] = []
         self.url: str | None = None
         self.ui_port: int | None = None
@@ -58,12 +61,22 @@ class StandaloneCluster:
             work = self.root / f"worker-{number}"
             work.mkdir()
             self._launch(f"worker-{number}", "org.apache.spark.deploy.worker.Worker", "--host", "127.0.0.1",
-                         "--port", "0", "--webui-port", "0", "--cores", "1", "--memory", WORKER_MEMORY,
+                         "--port", "0", "--webui-port", "0", "--cores", "1", "--memory", self.worker_memory,
                          "--work-dir", str(work), "--properties-file", str(properties), self.url)
         while self.state().get("aliveworkers", 0) < self.workers:
             self._check_running(deadline)
             time.sleep(0.5)
         return self
+
+    def __enter__(self) -> "StandaloneCluster":
+        try:
+            return self.start()
+        except BaseException:
+            self.stop()  # whatever of it did start
+            raise
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
 
     def _launch(self, name: str, main_class: str, *args: str) -> subprocess.Popen:
         log = open(self.root / f"{name}.log", "wb")
