@@ -18,53 +18,6 @@ from ..formats.txn_index import AbortedTxn, TransactionIndex
 from .findings import ERROR, INFO, WARNING, Finding, from_error
 
 
-class Int64Column:
-    """int64 values appended one by one (`array("q")`) or a numpy column at a time. Columns are
-    kept as given and joined when the values are first read: growing one array by each column
-    reallocates and copies it every time (quadratic, a third of a deep verify of a KRaft log's
-    1.7 M tiny batches)."""
-
-    __slots__ = ("_values", "_pending")
-
-    def __init__(self):
-        self._values = array("q")
-        self._pending: list = []
-        """Numpy columns and `array("q")`s of single values, in order, not yet in `_values`."""
-
-    def append(self, value: int) -> None:
-        if not self._pending:
-            self._values.append(value)
-        elif type(self._pending[-1]) is array:
-            self._pending[-1].append(value)
-        else:
-            self._pending.append(array("q", (value,)))
-
-    def extend(self, column) -> None:
-        """A numpy column, copied as int64 (the caller may reuse its buffer)."""
-        import numpy as np
-
-        self._pending.append(np.array(column, dtype=np.int64))
-
-    @property
-    def values(self) -> array:
-        if self._pending:
-            import numpy as np
-
-            joined = np.concatenate([np.frombuffer(self._values, np.int64),
-                                     *(np.frombuffer(piece, np.int64) if type(piece) is array else piece
-                                       for piece in self._pending)])
-            self._values = array("q")
-            self._values.frombytes(memoryview(joined).cast("B"))
-            self._pending = []
-        return self._values
-
-    def __getstate__(self):
-        return self.values
-
-    def __setstate__(self, values: array) -> None:
-        self._values, self._pending = values, []
-
-
 class BatchTable:
     """The intact batches of a segment, column by column (compact for millions of batches); for a
     segment without index files only their count, extent and first and largest values."""
@@ -73,18 +26,15 @@ class BatchTable:
         self.keep_rows = keep_rows
         self.count = 0
         self.first_base_offset: int | None = None
+        self.positions = array("q")
         self.end = 0
         """Where the last batch ends."""
-        self._positions, self._base_offsets, self._last_offsets = Int64Column(), Int64Column(), Int64Column()
-        self._prefix_max_timestamps = Int64Column()
+        self.base_offsets = array("q")
+        self.last_offsets = array("q")
+        self.prefix_max_timestamps = array("q")
         """Largest batch max timestamp up to and including each batch."""
         self.max_timestamp = -1
         """Of the whole segment so far (-1 when no batch has a timestamp)."""
-
-    positions = property(lambda self: self._positions.values)
-    base_offsets = property(lambda self: self._base_offsets.values)
-    last_offsets = property(lambda self: self._last_offsets.values)
-    prefix_max_timestamps = property(lambda self: self._prefix_max_timestamps.values)
 
     def add(self, batch: Batch, base_offset: int) -> None:
         if not self.count:
@@ -94,10 +44,10 @@ class BatchTable:
         if batch.max_timestamp > self.max_timestamp:
             self.max_timestamp = batch.max_timestamp
         if self.keep_rows:
-            self._positions.append(batch.position)
-            self._base_offsets.append(base_offset)
-            self._last_offsets.append(batch.last_offset)
-            self._prefix_max_timestamps.append(self.max_timestamp)
+            self.positions.append(batch.position)
+            self.base_offsets.append(base_offset)
+            self.last_offsets.append(batch.last_offset)
+            self.prefix_max_timestamps.append(self.max_timestamp)
 
     def extend(self, positions, sizes, base_offsets, last_offsets, max_timestamps) -> None:
         """`add` for many batches, from numpy columns."""
@@ -111,9 +61,10 @@ class BatchTable:
             self.max_timestamp = max(self.max_timestamp, int(max_timestamps.max()))
             return
         prefix = np.maximum.accumulate(np.maximum(max_timestamps, self.max_timestamp))
-        for kept, column in ((self._positions, positions), (self._base_offsets, base_offsets),
-                             (self._last_offsets, last_offsets), (self._prefix_max_timestamps, prefix)):
-            kept.extend(column)
+        for kept, column in ((self.positions, positions), (self.base_offsets, base_offsets),
+                             (self.last_offsets, last_offsets), (self.prefix_max_timestamps, prefix)):
+            # the int64 column's own bytes, not a copy of them (`tobytes`) first
+            kept.frombytes(memoryview(np.ascontiguousarray(column, dtype=np.int64)).cast("B"))
         self.max_timestamp = int(prefix[-1])
 
     def append(self, other: "BatchTable") -> None:
@@ -127,11 +78,11 @@ class BatchTable:
         if self.keep_rows:
             import numpy as np
 
-            for kept, column in ((self._positions, other.positions), (self._base_offsets, other.base_offsets),
-                                 (self._last_offsets, other.last_offsets)):
-                kept.extend(np.frombuffer(column, np.int64))
+            for kept, column in ((self.positions, other.positions), (self.base_offsets, other.base_offsets),
+                                 (self.last_offsets, other.last_offsets)):
+                kept.extend(column)
             prefix = np.maximum(np.frombuffer(other.prefix_max_timestamps, np.int64), self.max_timestamp)
-            self._prefix_max_timestamps.extend(prefix)
+            self.prefix_max_timestamps.frombytes(memoryview(prefix).cast("B"))
         self.max_timestamp = max(self.max_timestamp, other.max_timestamp)
 
     def __len__(self) -> int:
