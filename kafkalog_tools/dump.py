@@ -21,7 +21,7 @@ from . import codecs
 from .broker import BrokerState, BrokerStates
 from .errors import CorruptDataError, InputError, KafkaLogError
 from .formats import checkpoint, legacy, logdir, offset_index, producer_snapshot, properties, time_index, txn_index
-from .formats.batch import Batch, Record
+from .formats.batch import Batch, Record, UnreadRecord
 from .formats.record_batch import ATTR_CODEC, ATTR_CONTROL, HEADER_SIZE
 from .formats.segment import MAGIC_OFFSET, BadEntry, SegmentFile, Stop, all_zero, offset_from_name
 from .native import bulk_scan
@@ -140,9 +140,11 @@ class BatchItem:
     """When the batch's records fail to decode: those Kafka's record iterator returns before the one
     that fails (kafka-dump-log prints them, then throws; the text format prints them too, with
     `decoded` parallel to them)."""
-    unreadable_record: Record | None = None
-    """A V0/V1 message whose key or value cannot be read, with only its size fields: kafka-dump-log
-    prints its record line up to them before it throws (the text format prints that line too)."""
+    records_unread: list[Record] = field(default_factory=list)
+    """After `records_before_error`, from a V0/V1 message whose key or value cannot be read (an
+    `UnreadRecord`, with only its size fields) on: the records kafka-dump-log prints a line for.
+    It prints that message's line up to its size fields, then throws when it reads its data (with
+    --print-data-log), or goes on to the next message (without); the text format does the same."""
 
 
 
@@ -479,8 +481,9 @@ def _dump_log(path: str, kind: str, options: DumpOptions, topic: str | None, act
                         records = entry.records_reading_controls()
                     except CorruptDataError as exc:
                         readable = getattr(exc, "records_before", None)
-                        if entry.magic < 2:
-                            item.unreadable_record = entry.unreadable_record()
+                        unread = getattr(exc, "records_unread", None) or []
+                        item.records_unread = ([r for r in unread if isinstance(r, UnreadRecord) or filters.record_matches(r)]
+                                               if filtering else unread)
                         if readable:
                             item.records_before_error = ([r for r in readable if filters.record_matches(r)]
                                                          if filtering else list(readable))

@@ -585,9 +585,6 @@ def _check_first_offset(segment: SegmentFile, position: int) -> None:
     try:
         entry.base_offset
     except (CorruptDataError, IndexError) as exc:
-        # a V0 wrapper is read lazily: a first record read is enough
-        if entry.magic == 0 and getattr(exc, "records_before", None):
-            return
         raise KafkaLogError(f"reading the segment's next offset, the first offset of the V{entry.magic} "
                             f"wrapper at {position}: {getattr(exc, 'message', None) or 'its message set is empty'}",
                             path=segment.path, position=position) from None

@@ -82,7 +82,7 @@ class Record:
     legacy_null_sizes: tuple[int, int] | None = None
     """A V0/V1 message's key and value size fields when one is below -1 (both are null then as at
     -1, but Kafka reports the field as it is), or when the key or value cannot be read
-    (`LegacyBatch.unreadable_record`)."""
+    (an `UnreadRecord`)."""
     control: ControlRecord | None = None
     control_error: CorruptDataError | None = field(default=None, compare=False)
     """A record of a control batch whose key or marker value cannot be read: `control` is None.
@@ -100,6 +100,14 @@ class Record:
         if self.value is not None:
             return len(self.value)
         return -1 if self.legacy_null_sizes is None else self.legacy_null_sizes[1]
+
+
+@dataclass(slots=True)
+class UnreadRecord(Record):
+    """A V0/V1 message whose key or value cannot be read, with only its size fields
+    (`legacy_null_sizes`, read by position as LegacyRecord.keySize() and valueSize() do; None when
+    they cannot be read either, or the timestamp): Kafka's iterator returns it, kafka-dump-log
+    prints its record line up to them, and what reads its key or value throws."""
 
 
 @dataclass(slots=True, eq=False)

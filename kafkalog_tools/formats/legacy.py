@@ -19,7 +19,7 @@ from .. import codecs
 from ..errors import CorruptDataError, DecompressionError
 from ..protocol import NullableBytes32
 from ..schema import derive_struct
-from .batch import NO_TIMESTAMP, TIMESTAMP_TYPES, Batch, Record, java_long
+from .batch import NO_TIMESTAMP, TIMESTAMP_TYPES, Batch, Record, UnreadRecord, java_long
 
 # ---------------------------------------------------------------------------------------------
 # Schema
@@ -155,6 +155,15 @@ def _sized(buf, cursor: int, end: int, what: str) -> tuple[bytes | None, int, in
     return bytes(buf[cursor : cursor + size]), size, cursor + size
 
 
+def _header_only(buf, pos: int, error: str) -> Message:
+    """A message known by its entry header, CRC, magic and attributes alone."""
+    offset, message_size, crc, magic, attributes = ENTRY_PREFIX.unpack_from(buf, pos)
+    message_end = pos + LOG_OVERHEAD + message_size
+    computed = zlib.crc32(memoryview(buf)[pos + CRC_START : message_end])
+    return Message(offset, LOG_OVERHEAD + message_size, crc, computed == crc, magic, attributes, NO_TIMESTAMP,
+                   None, None, error)
+
+
 # ---------------------------------------------------------------------------------------------
 # Typed batch: one shallow entry
 # ---------------------------------------------------------------------------------------------
@@ -169,30 +178,32 @@ class LegacyBatch(Batch):
     def base_offset(self) -> int:
         if self.compression_id == 0:
             return self.last_offset
-        return self.records()[0].offset
+        try:
+            return self.records()[0].offset
+        except CorruptDataError as exc:
+            # AbstractLegacyRecordBatch.baseOffset reads the first inner record's offset only
+            first_offset = getattr(exc, "first_offset", None)
+            if first_offset is None:
+                raise
+            return first_offset
 
     def records(self) -> list[Record]:
+        """The records; a message whose key or value cannot be read raises CorruptDataError with
+        the records Kafka's iterator returns before it (`records_before`) and, from it on, those
+        kafka-dump-log prints a line for (`records_unread`: see `_printed_from`)."""
         if self._records is not None:
             return self._records
         return self._decoded_once(
             lambda: self._deep_records() if self.compression_id else [self._as_record(self._readable(), self.position)])
 
-    def unreadable_record(self) -> Record | None:
-        """An uncompressed message whose key or value cannot be read, as far as kafka-dump-log's
-        record line goes before it reads them: its size fields (None when those cannot be read)."""
-        message = self.message
-        if self.compression_id or message is None or message.error is None or message.size_fields is None:
-            return None
-        record = self._as_record(message, self.position)
-        record.key = record.value = None
-        record.legacy_null_sizes = message.size_fields
-        return record
-
     def _readable(self) -> Message:
-        """The message, once its key and value are known to be readable."""
-        if self.message.error is not None:
-            raise CorruptDataError(f"Record is corrupt: {self.message.error}", path=self.path, position=self.position)
-        return self.message
+        """The uncompressed message, once its key and value are known to be readable."""
+        message = self.message
+        if message.error is not None:
+            error = CorruptDataError(f"Record is corrupt: {message.error}", path=self.path, position=self.position)
+            error.records_unread = [self._unread_record(message, self.position, message.offset)]
+            raise error
+        return message
 
     def _as_record(self, message: Message, position: int | None, offset: int | None = None) -> Record:
         return Record(
@@ -211,6 +222,12 @@ class LegacyBatch(Batch):
             legacy_null_sizes=message.null_sizes,
         )
 
+    def _unread_record(self, message: Message, position: int | None, offset: int) -> UnreadRecord:
+        return UnreadRecord(offset, self._timestamp_of(message), None, None, [], message.size, attributes=message.attributes,
+                            position=position, legacy_magic=message.magic, legacy_crc=message.crc,
+                            legacy_crc_valid=message.crc_valid, legacy_attributes=message.attributes,
+                            legacy_null_sizes=message.size_fields)
+
     def _timestamp_of(self, message: Message) -> int:
         """LegacyRecord.timestamp(): V0 has none; a LogAppendTime wrapper overrides inner ones."""
         if message.magic == 0:
@@ -220,18 +237,33 @@ class LegacyBatch(Batch):
         return message.timestamp
 
     def _deep_records(self) -> list[Record]:
-        wrapper = self._readable()
-        if self.magic not in (0, 1):
-            raise self._error(f"Invalid wrapper magic found in legacy deep record iterator {self.magic}")
-        if wrapper.value is None:
-            raise self._error(f"Found invalid compressed record set with null value (magic = {self.magic})")
-        if self.compression_id > LAST_LEGACY_CODEC:
-            raise self._error(f"Invalid wrapper compressionType found in legacy deep record iterator: {self.compression}")
+        """DeepRecordsIterator: the inner set is read by message sizes alone, all of it up front;
+        each message is checked as the iterator reaches it, and its key and value read only when
+        asked for."""
+        inner, starts = self._inner_messages()
+        base = self._absolute_base(inner[-1].offset)
+        offsets = [m.offset if base is None else java_long(base + m.offset) for m in inner]
+        records = []
+        for k, message in enumerate(inner):
+            if message.attributes & ATTR_CODEC:
+                error = self._error("Inner messages must not be compressed", detail=f"inner message at byte "
+                                    f"{starts[k]} of the decompressed set")
+                raise self._carrying(error, records, [], offsets[0] if k else None)
+            if message.error is not None:
+                error = self._error(message.error, detail=f"inner message at byte {starts[k]} of the decompressed set")
+                raise self._carrying(error, records, self._printed_from(inner[k:], offsets[k:]), offsets[0])
+            records.append(self._as_record(message, None, offsets[k]))
+        return records
+
+    def _inner_messages(self) -> tuple[list[Message], list[int]]:
+        """The wrapper's inner messages (key and value read leniently) and where each starts in the
+        decompressed set; raises what the iterator's constructor throws."""
+        wrapper = self._wrapper()
         try:
             data = codecs.decompress(self.compression_id, wrapper.value, magic=self.magic, limit=self.decompress_limit)
         except DecompressionError as exc:
             raise exc.located(self.path, self.position)
-        inner = []
+        inner, starts = [], []
         pos = 0
         while len(data) - pos >= LOG_OVERHEAD:
             (size,) = SIZE.unpack_from(data, pos + 8)
@@ -241,17 +273,47 @@ class LegacyBatch(Batch):
             if pos + LOG_OVERHEAD + size > len(data):
                 break  # DataLogInputStream: a truncated inner entry ends the set
             try:
-                message = read_message(data, pos, len(data))
-            except ValueError as exc:
-                raise self._error(str(exc), detail=f"inner message at byte {pos} of the decompressed set") from None
-            if message.attributes & ATTR_CODEC:
-                raise self._error("Inner messages must not be compressed")
+                message = read_message(data, pos, len(data), lenient=True)
+            except ValueError as exc:  # a V1 message too short for its timestamp: read as far as its attributes
+                message = _header_only(data, pos, str(exc))
             inner.append(message)
+            starts.append(pos)
             pos += message.size
         if not inner:
             raise self._error("Found invalid compressed record set with no inner records")
-        base = self._absolute_base(inner[-1].offset)
-        return [self._as_record(m, None, m.offset if base is None else java_long(base + m.offset)) for m in inner]
+        return inner, starts
+
+    def _wrapper(self) -> Message:
+        message = self.message
+        if message.error is not None:
+            raise CorruptDataError(f"Record is corrupt: {message.error}", path=self.path, position=self.position)
+        if self.magic not in (0, 1):
+            raise self._error(f"Invalid wrapper magic found in legacy deep record iterator {self.magic}")
+        if message.value is None:
+            raise self._error(f"Found invalid compressed record set with null value (magic = {self.magic})")
+        if self.compression_id > LAST_LEGACY_CODEC:
+            raise self._error(f"Invalid wrapper compressionType found in legacy deep record iterator: {self.compression}")
+        return message
+
+    def _printed_from(self, inner: list[Message], offsets: list[int]) -> list[Record]:
+        """From an unreadable inner message on, the records Kafka's iterator returns: each unreadable
+        one as an `UnreadRecord`, up to a compressed one (the iterator throws there). What of them
+        kafka-dump-log prints depends on what it reads (`dumplog_text.lines`)."""
+        printed = []
+        for message, offset in zip(inner, offsets):
+            if message.attributes & ATTR_CODEC:
+                break
+            printed.append(self._as_record(message, None, offset) if message.error is None
+                           else self._unread_record(message, None, offset))
+        return printed
+
+    @staticmethod
+    def _carrying(error: CorruptDataError, before: list[Record], unread: list[Record],
+                  first_offset: int | None) -> CorruptDataError:
+        error.records_before = before
+        error.records_unread = unread
+        error.first_offset = first_offset
+        return error
 
     def _absolute_base(self, last_inner_offset: int) -> int | None:
         if self.magic == 0:

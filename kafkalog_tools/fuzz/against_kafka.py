@@ -100,13 +100,7 @@ class Report:
                 f"{len(self.differences)} differences, {len(self.open)} open ones")
 
 
-OPEN_DIFFERENCES: tuple[tuple[str, str, str], ...] = (  # (kind, pattern of the difference, what it is)
-    ("dump", r"^dump .*: line \d+: ours 'offset: \d+ position: \d+ .* magic: [01] compresscodec: \w+ crc: \d+ "
-             r"isvalid: \w+' vs Kafka '\| offset: \d+ .*' \(Kafka's tool threw after its last line\)$",
-     "a V0/V1 wrapper whose inner message's key or value size runs past that message's end: Kafka reads the "
-     "inner set by sizes, prints the inner records before that one and throws at its value; ours refuses the "
-     "wrapper and prints none of its inner records"),
-)
+OPEN_DIFFERENCES: tuple[tuple[str, str, str], ...] = ()  # (kind, pattern of the difference, what it is)
 """Each is in the README's list of open differences; a case of one is saved as open-<kind>-..."""
 
 

@@ -16,7 +16,7 @@ from .. import codecs
 from .. import dump as d
 from ..formats import legacy, record_batch
 from ..native import bulk_scan
-from ..formats.batch import TIMESTAMP_TYPES, Batch, Record
+from ..formats.batch import TIMESTAMP_TYPES, Batch, Record, UnreadRecord
 from . import runs
 from .java_text import decode_utf8
 
@@ -110,8 +110,15 @@ def lines(item, *, print_data: bool, max_bytes_given: bool, skip_metadata: bool 
         if records is not None:
             decoded = item.decoded or [None] * len(records)
             out.extend(record_line(item.batch, r, p, print_data, skip_metadata) for r, p in zip(records, decoded))
-        if item.unreadable_record is not None and not skip_metadata:
-            out.append(record_line(item.batch, item.unreadable_record, None, False))
+        for record in item.records_unread:  # as far as kafka-dump-log gets before what it reads throws
+            unread = isinstance(record, UnreadRecord)
+            if unread and print_data and skip_metadata:
+                break  # it reads the data before it prints any part of the line
+            if unread and record.legacy_null_sizes is None and not skip_metadata:
+                break  # it reads the line's fields before it prints them
+            out.append(record_line(item.batch, record, None, False, skip_metadata))
+            if unread and print_data:
+                break  # it prints the metadata, then reads the data
         return out
     if isinstance(item, d.IndexEntryItem):
         return [f"offset: {item.entry.offset} position: {item.entry.position}"]
