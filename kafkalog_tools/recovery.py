@@ -31,7 +31,7 @@ from .formats import offset_index, producer_snapshot, time_index, txn_index
 from .formats.index_file import read_index_bytes
 from .schema import derive_struct, struct_fields
 from .formats.batch import INT32_MAX, Batch, java_long
-from .formats.control import NullControlFieldError
+from .formats.control import CONTROL_TYPES, NullControlFieldError
 from .formats.logdir import LOCAL, LocalFiles, LogDir, PartitionDir, Segment, classify, read_partition_dir
 from .native import bulk_scan
 from .formats.record_batch import (ATTR_CONTROL, ATTR_TRANSACTIONAL, HEADER, HEADER_SIZE, RecordBatchV2,
@@ -245,6 +245,66 @@ class ProducerState:
             producers[producer_id] = ProducerStatus(producer_id, epoch_, -1 if old is None else old.coordinator_epoch,
                                                     timestamp, None, sequence, offset, delta)
 
+    def replay_rows(self, columns, last, rows: list[int],
+                    slow: Callable[[int], tuple[bool, "AbortedTxn | None"]]) -> tuple[int | None, list, list[int]]:
+        """`apply` on these rows of a run (`plan_run`'s `apart`), in order, read from the columns:
+        transactional data batches and the markers the kernel read (`MARKER`). A row that `apply`
+        could report or raise on (an epoch or sequence out of order, a coordinator epoch that
+        decreased, a non-transactional batch in an open transaction), or that is some other control
+        batch, goes to `slow(row)`, which replays it as a batch and says whether to go on, and what
+        transaction it aborted. Returns the row `slow` stopped at (None: all done), the aborted
+        transactions in order, and the rows of the ABORT markers replayed here."""
+        k = bulk_scan
+        picked = columns[[k.BASE_OFFSET, k.PRODUCER_ID, k.PRODUCER_EPOCH, k.BASE_SEQUENCE, k.ATTRIBUTES,
+                          k.MAX_TIMESTAMP, k.BASE_TIMESTAMP, k.MARKER, k.COORDINATOR_EPOCH]][:, rows]
+        last_sequences = k.last_sequences(picked[3], columns[k.LAST_OFFSET_DELTA, rows]).tolist()
+        producers, ongoing, aborted, abort_rows = self.producers, self.ongoing, [], []
+        own: dict[int, ProducerStatus] = {}  # statuses made here, changed in place (`saved` keeps the old ones)
+        for row, last_offset, last_sequence, (base, producer_id, epoch, base_sequence, attributes, max_timestamp,
+                                              base_timestamp, marker, coordinator_epoch) in zip(
+                rows, last[rows].tolist(), last_sequences, zip(*picked.tolist())):
+            status = producers.get(producer_id)
+            if status is None or own.get(producer_id) is not status:
+                status = ProducerStatus(producer_id) if status is None else status.copy()
+            if attributes & ATTR_CONTROL:
+                fast = (marker != k.NOT_A_MARKER and epoch >= status.epoch
+                        and status.coordinator_epoch <= coordinator_epoch)
+            else:
+                transactional = attributes & ATTR_TRANSACTIONAL != 0
+                fast = (epoch >= status.epoch and (transactional or status.current_txn_first_offset is None)
+                        and _in_sequence(status, epoch, base_sequence))
+            if not fast:
+                go_on, txn = slow(row)
+                if not go_on:
+                    return row, aborted, abort_rows
+                if txn is not None:
+                    aborted.append(txn)
+                continue
+            producers[producer_id] = own[producer_id] = status
+            if epoch != status.epoch:
+                status.set_epoch(epoch)
+            if not attributes & ATTR_CONTROL:
+                status.last_sequence, status.last_offset = last_sequence, last_offset
+                status.offset_delta, status.last_timestamp = last_offset - base, max_timestamp
+                if status.current_txn_first_offset is None and transactional:
+                    status.current_txn_first_offset = base
+                    ongoing[base] = producer_id
+                continue
+            first_offset = status.current_txn_first_offset
+            status.coordinator_epoch, status.current_txn_first_offset = coordinator_epoch, None
+            status.last_timestamp = base_timestamp  # the marker record's: deltas 0
+            is_abort = CONTROL_TYPES[marker] == "ABORT"
+            if is_abort:
+                abort_rows.append(row)
+            if first_offset is None:
+                continue
+            last_stable_offset = self.last_stable_offset(producer_id, base)
+            ongoing.pop(first_offset, None)
+            if is_abort:
+                aborted.append(AbortedTxn(txn_index.CURRENT_VERSION, producer_id, first_offset, base,
+                                          last_stable_offset))
+        return None, aborted, abort_rows
+
     def saved(self) -> tuple[dict, dict]:
         """What `restore` needs to undo `apply` and `commit_run` (neither changes a ProducerStatus
         in place: each puts a new one)."""
@@ -337,6 +397,17 @@ class ProducerState:
 
     def snapshot_entries(self) -> dict[int, producer_snapshot.ProducerEntry]:
         return {pid: status.as_snapshot_entry() for pid, status in self.producers.items()}
+
+
+def _in_sequence(status: ProducerStatus, epoch: int, base_sequence: int) -> bool:
+    """Whether `_check_sequence` lets a data batch pass without a SEQUENCE_GAP."""
+    if status.epoch < 0 or base_sequence < 0:
+        return True
+    if epoch != status.epoch:
+        return base_sequence == 0
+    if status.last_sequence < 0:
+        return True
+    return base_sequence == (0 if status.last_sequence == INT32_MAX else status.last_sequence + 1)
 
 
 @dataclass
@@ -723,28 +794,31 @@ class _RecoveryInBulk:
         columns = self.columns[:, start:stop]
         plan = state.plan_run(columns, last[start:stop])
         saved = state.saved() if plan.apart else None
-        taken, aborted = self._replay_apart(plan.apart, start, stop)
+        taken, aborted = self._replay_apart(plan.apart, start, stop, last)
         stopped = self._index(start, taken)
         if stopped < taken and plan.apart:  # the kernel stopped first: `take` replays from there
             state.restore(saved)
-            _, aborted = self._replay_apart([row for row in plan.apart if start + row < stopped], start, stopped)
+            _, aborted = self._replay_apart([row for row in plan.apart if start + row < stopped], start, stop, last)
         state.commit_run(plan, columns, last[start:stop], stopped - start)
         self.walk.result.add_aborted(aborted, self.walk.segment.path, None)
         return stopped
 
-    def _replay_apart(self, rows: list[int], start: int, stop: int) -> tuple[int, list[AbortedTxn]]:
+    def _replay_apart(self, rows: list[int], start: int, stop: int, last) -> tuple[int, list[AbortedTxn]]:
         """`apply` on these rows of the run start..stop-1 (counted from `start`), in order, up to
-        the first that raises. Returns the row the run may go up to (`stop`, or the one that
-        raised) and the aborted transactions of those replayed."""
-        state, aborted = self.walk.producer_state, []
-        for row in rows:
+        the first that raises (`ProducerState.replay_rows`). Returns the row the run may go up to
+        (`stop`, or the one that raised) and the aborted transactions of those replayed."""
+        state = self.walk.producer_state
+
+        def one(row: int) -> tuple[bool, AbortedTxn | None]:
             try:
-                txn = state.apply(self._batch(start + row))
+                return True, state.apply(self._batch(start + row))
             except KafkaLogError:  # `take` meets it again and does what Kafka does there
-                return start + row, aborted
-            if txn is not None:
-                aborted.append(txn)
-        return stop, aborted
+                return False, None
+
+        if not rows:
+            return stop, []
+        raised, aborted, _ = state.replay_rows(self.columns[:, start:stop], last[start:stop], rows, one)
+        return (stop if raised is None else start + raised), aborted
 
     def _index(self, start: int, stop: int) -> int:
         """The kernel's index appends for rows start..stop-1; returns the row it stopped at."""

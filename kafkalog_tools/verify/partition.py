@@ -13,7 +13,7 @@ from ..formats import checkpoint, producer_snapshot
 from ..formats.batch import Batch
 from ..formats.logdir import PartitionDir, Segment
 from ..formats.txn_index import AbortedTxn
-from ..native.columns import BASE_OFFSET, LAST_OFFSET_DELTA, LEADER_EPOCH
+from ..native.columns import BASE_OFFSET, LAST_OFFSET_DELTA, LEADER_EPOCH, PRODUCER_ID
 from ..payloads.versions import newer_versions
 from ..recovery import ProducerState, ProducerStateError, starting_producer_state
 from .findings import (ERROR, INFO, RANK_EPOCH, RANK_ORDER, RANK_PRODUCER, WARNING, Finding, Summary, from_error,
@@ -417,11 +417,18 @@ class _SegmentReplay:
                 new_epochs.append((int(epochs[row]), int(base[row]), prior))
         plan = check.state.plan_run(columns, last)
         if plan.apart:  # a transactional producer's batches, or those with an anomaly to report
-            for row, facts in zip(plan.apart, run.rows(plan.apart)):
+            def one(row: int) -> tuple[bool, AbortedTxn | None]:
                 sink = check.sink = []
-                check._apply_producer_state(facts, self.aborted, self.abort_markers)
+                aborted: list[AbortedTxn] = []
+                check._apply_producer_state(next(run.rows([row])), aborted, self.abort_markers)
                 self.found.extend(((position_key(finding), self.count + row, RANK_PRODUCER), finding)
                                   for finding in sink)
+                return True, aborted[0] if aborted else None
+
+            _, aborted, abort_rows = check.state.replay_rows(columns, last, plan.apart, one)
+            self.aborted.extend(aborted)
+            self.abort_markers.update(zip(columns[PRODUCER_ID, abort_rows].tolist(),
+                                          columns[BASE_OFFSET, abort_rows].tolist()))
         check.state.commit_run(plan, columns, last)
         check.epochs.extend(new_epochs)
         if check.last_offset is None or int(last[-1]) > check.last_offset:
