@@ -327,15 +327,15 @@ class _SegmentReplay:
     """Batches gathered into one run at most (the memory it holds is flat in the segment's size)."""
 
     def batch(self, facts: "BatchFacts | FactsRun") -> None:
-        """Runs of V2 batches, and the batches read one by one between them (transaction markers,
-        mostly), are gathered and replayed as one run: a run costs the same for 30 batches as for
-        10,000. `finish` replays what is gathered."""
+        """Short runs of V2 batches, and the batches read one by one between them (transaction
+        markers, mostly), are gathered and replayed as one run: a run costs the same for 30 batches
+        as for 10,000. `finish` replays what is gathered."""
         if type(facts) is FactsRun:
-            if facts.magic >= 2:
+            if facts.magic >= 2 and facts.columns.shape[1] < self.GATHER:
                 self._gather(facts.path, facts.columns, None)
                 return
             self.finish()
-            self._run(facts)
+            self._run(facts)  # a long run on its own: replayed before the scan reuses its buffer, not copied
             return
         if self.gathered:
             column = FactsRun.row_of(facts)
