@@ -134,10 +134,12 @@ def runs_planned(monkeypatch) -> list[tuple[int, int]]:
     return planned
 
 
-@pytest.mark.parametrize("gather", [None, 7], ids=["gathered", "seven-at-a-time"])
+@pytest.mark.parametrize("gather", [None, 7, "alone"], ids=["gathered", "seven-at-a-time", "runs-alone"])
 @pytest.mark.parametrize("deep", [True, False], ids=["deep", "shallow"])
 def test_verify_moves_producers_in_bulk_as_batch_by_batch(monkeypatch, partitions, runs_planned, deep, gather):
-    if gather is not None:  # what is gathered replayed every few batches: after a run, after a marker
+    if gather == "alone":  # every run of 3 batches or more replayed as it comes, not gathered
+        monkeypatch.setattr(_SegmentReplay, "ALONE", 3)
+    elif gather is not None:  # what is gathered replayed every few batches: after a run, after a marker
         monkeypatch.setattr(_SegmentReplay, "GATHER", gather)
     findings = verify_both_ways(monkeypatch, [str(p) for p in partitions], deep)
     codes = {f["code"] for f in findings}

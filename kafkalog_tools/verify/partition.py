@@ -325,17 +325,20 @@ class _SegmentReplay:
 
     GATHER = 1 << 14
     """Batches gathered into one run at most (the memory it holds is flat in the segment's size)."""
+    ALONE = 1 << 10
+    """A run of this many batches or more is replayed on its own as it comes, not copied: its
+    per-run cost is small beside its batches'."""
 
     def batch(self, facts: "BatchFacts | FactsRun") -> None:
         """Short runs of V2 batches, and the batches read one by one between them (transaction
         markers, mostly), are gathered and replayed as one run: a run costs the same for 30 batches
         as for 10,000. `finish` replays what is gathered."""
         if type(facts) is FactsRun:
-            if facts.magic >= 2 and facts.columns.shape[1] < self.GATHER:
+            if facts.magic >= 2 and facts.columns.shape[1] < self.ALONE:
                 self._gather(facts.path, facts.columns, None)
                 return
             self.finish()
-            self._run(facts)  # a long run on its own: replayed before the scan reuses its buffer, not copied
+            self._run(facts)  # done before the scan reuses the run's buffer
             return
         if self.gathered:
             column = FactsRun.row_of(facts)
