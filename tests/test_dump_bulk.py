@@ -823,7 +823,8 @@ def test_markers_print_in_runs_as_batch_by_batch(monkeypatch, tmp_path, output_f
 def test_markers_kafka_writes_do_not_end_a_run(monkeypatch, tmp_path):
     """With deep iteration a marker the kernel read (`columns.MARKER`) is a batch of its run, its
     record decoded; only the other control batches come one by one, so each segment's runs are at
-    most one more than those. Its lines are the kernel's: one render call a run, none handed back."""
+    most one more than those. Its lines are the kernel's: one render call a run, none handed back;
+    the JSON kernel's are `python_run_block`'s."""
     from kafkalog_tools.output import dumplog_text
 
     partition, plain, other = _marker_mix(tmp_path)
@@ -841,3 +842,6 @@ def test_markers_kafka_writes_do_not_end_a_run(monkeypatch, tmp_path):
     for run in runs:
         dumplog_text.run_block(run, print_data=True, skip_metadata=False, decompress_limit=codecs.DEFAULT_LIMIT)
     assert handed_back == [] and len(calls) == len(runs)
+    for run in runs:
+        for mode in ("auto", "base64"):
+            assert jsonl.run_block(run, mode) == jsonl.python_run_block(run, mode)
