@@ -26,7 +26,7 @@ from .formats.record_batch import ATTR_CODEC, ATTR_CONTROL, HEADER_SIZE
 from .formats.segment import MAGIC_OFFSET, BadEntry, SegmentFile, Stop, all_zero, offset_from_name
 from .native import bulk_scan
 from .native.columns import (ATTRIBUTES, B_ATTRIBUTES, B_COUNT, B_POSITION, BASE_OFFSET, BASE_SEQUENCE, BASE_TIMESTAMP,
-                             FIELD_AT, LAST_OFFSET_DELTA, LEADER_EPOCH, MAX_TIMESTAMP, POSITION, PRODUCER_EPOCH,
+                             FIELD_AT, LAST_OFFSET_DELTA, LEADER_EPOCH, MARKER, MAX_TIMESTAMP, POSITION, PRODUCER_EPOCH,
                              PRODUCER_ID, R_OFFSET, RECORDS_COUNT, SIZE)
 from .payloads import DecodedPayload, PayloadDecoder, PayloadError, decoder_for_topic, decoders
 from .payloads import quorum_state
@@ -540,10 +540,11 @@ class _BulkDump:
     decoded by `kernels.decode_each`, and of V0/V1 messages, read by `scan_legacy` with their
     wrappers' message sets decoded by `decode_legacy_each`. It hands back to the per-batch loop, in
     order, every batch it cannot print exactly as that loop would: anything the scans stop before
-    (damage, a change of magic, the end), control batches, payloads that do not decompress, and
-    records that `decode_records` or `LegacyBatch.records` would refuse or read differently. Those
-    go through the per-batch loop, which owns every problem; batches read but not yet printed wait
-    for it in the columns."""
+    (damage, a change of magic, the end), control batches but the transaction markers the kernel
+    read (`columns.MARKER`: their one record decodes like any other), payloads that do not
+    decompress, and records that `decode_records` or `LegacyBatch.records` would refuse or read
+    differently. Those go through the per-batch loop, which owns every problem; batches read but not
+    yet printed wait for it in the columns."""
 
     STEP = 2 << 20
     """Segment bytes a kernel call reads (also about what the decompressed payloads may hold at once)."""
@@ -663,7 +664,10 @@ class _BulkDump:
         attributes = columns[ATTRIBUTES, :n]
         starts = columns[POSITION, :n] + HEADER_SIZE
         ends = columns[POSITION, :n] + columns[SIZE, :n]
-        starts[(attributes & ATTR_CONTROL != 0) | (columns[RECORDS_COUNT, :n] < 0)] = -1  # per batch
+        # per batch: control batches but the transaction markers the kernel read (their one record decodes
+        # as `decode_records` reads it, and the renderers write its control type and coordinator epoch)
+        starts[((attributes & ATTR_CONTROL != 0) & (columns[MARKER, :n] == bulk_scan.NOT_A_MARKER))
+               | (columns[RECORDS_COUNT, :n] < 0)] = -1
         in_payloads = np.zeros(n, dtype=np.int64)
         compressed = (starts >= 0) & (attributes & ATTR_CODEC != 0)
         lz4 = np.flatnonzero(compressed & (attributes & ATTR_CODEC == codecs.IDS["lz4"]))

@@ -29,8 +29,9 @@ from kafkalog_tools.errors import CorruptDataError, DecompressionError
 from kafkalog_tools.formats import legacy
 from kafkalog_tools.native import bulk_scan
 from kafkalog_tools.output import LineWriter, jsonl
-from kafkalog_tools.formats.record_batch import (ATTR_DELETE_HORIZON, ATTR_LOG_APPEND_TIME, build_batch, build_record,
-                                                 decode_records, parse_batch)
+from kafkalog_tools.formats.record_batch import (ATTR_CONTROL, ATTR_DELETE_HORIZON, ATTR_LOG_APPEND_TIME,
+                                                 ATTR_TRANSACTIONAL, build_batch, build_record, decode_records,
+                                                 parse_batch)
 from kafkalog_tools.formats.segment import SegmentFile
 from tests.conftest import GOLDEN, ROOT, need
 from tests.damage import corpus_paths, damaged_copies
@@ -747,25 +748,100 @@ def test_text_renderer_refuses_records_of_v0_v1_messages_without_their_rows(monk
 
 
 def test_a_run_of_batches_handed_back_holds_no_buffer_each(tmp_path, monkeypatch):
-    """Every batch of a log of transaction markers printed without -d goes back to Python (control
-    batches; a KRaft metadata log's binary values did, before the kernel replaced malformed UTF-8):
-    each return used to leave a view of a fresh run-sized buffer in the output, ~1 MiB a batch (8.3
-    GB for a 128 MiB metadata log). The output is the same both ways; what is held is near its size."""
+    """Every batch of a log whose every record has a header key that is not UTF-8 goes back to Python
+    from the JSON renderer (as transaction markers did from the text renderer, and a KRaft metadata
+    log's binary values, before the kernels wrote them): each return used to leave a view of a fresh
+    run-sized buffer in the output, ~1 MiB a batch (8.3 GB for a 128 MiB metadata log). The output is
+    the same both ways; what is held is near its size."""
     import tracemalloc
 
-    from tests.test_bulk_scan import _control
-
     path = tmp_path / "00000000000000000000.log"
-    path.write_bytes(b"".join(build_batch(n, [_control(n % 2)], base_timestamp=0, max_timestamp=0, attributes=0x30)
-                              for n in range(400)))
-    handed_back = _text_handed_back(monkeypatch)
-    text = dump_both_ways(monkeypatch, [str(path)], output_format="text")
-    assert text.count(b"isControl: true") == 400 and len(handed_back) == 400
+    path.write_bytes(b"".join(build_batch(n, [build_record(0, 0, b"k", b"v", [(b"\xff", b"v")])], base_timestamp=0,
+                                          max_timestamp=0) for n in range(400)))
+    python_run_block, handed_back = jsonl.python_run_block, []
+    monkeypatch.setattr(jsonl, "python_run_block", lambda run, mode: handed_back.append(run) or python_run_block(run, mode))
+    text = dump_both_ways(monkeypatch, [str(path)], "-d")
+    assert text.count(b'"type":"record"') == 400 and len(handed_back) == 400
     tracemalloc.start()
     try:
-        result = CliRunner().invoke(cli, ["dump", "--format", "text", str(path)], catch_exceptions=False)
+        result = CliRunner().invoke(cli, ["dump", "--format", "json", "-d", str(path)], catch_exceptions=False)
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
     assert result.stdout_bytes == text
-    assert peak < 16 * len(text) + (8 << 20)
+    assert peak < 16 * len(text) + 2 * jsonl._RENDER_BUFFER + (8 << 20)
+
+
+def _marker_mix(root: Path) -> tuple[Path, int, int]:
+    """`marker_partition` (markers of every shape between data batches, stray, LogAppendTime and
+    producer-less ones) and a second segment of plain markers with a sequence and without the
+    transactional bit between data batches. Returns it, with its plain markers and other control
+    batches counted."""
+    from tests.test_producer_state_bulk import MARKER_SHAPES, marker_partition
+
+    rounds = 3
+    partition = marker_partition(root, rounds)
+    plain_shapes = sum(plain for *_, plain in MARKER_SHAPES.values())
+    plain, other = rounds * (plain_shapes + 3), rounds * (len(MARKER_SHAPES) - plain_shapes)
+    marker = MARKER_SHAPES["commit"][0]
+    data = [build_record(0, 0, b"k", b"v\xff\x00w"), build_record(1, 1, None, b"x", [(b"h", b"y")])]
+    (partition / f"{100_000:020d}.log").write_bytes(b"".join((
+        build_batch(100_000, data, base_timestamp=5, max_timestamp=6, producer_id=77, producer_epoch=2,
+                    base_sequence=0),
+        build_batch(100_002, marker, base_timestamp=7, max_timestamp=7, attributes=ATTR_TRANSACTIONAL | ATTR_CONTROL,
+                    producer_id=77, producer_epoch=2, base_sequence=41),
+        build_batch(100_003, marker, base_timestamp=8, max_timestamp=8, attributes=ATTR_CONTROL, producer_id=78),
+        build_batch(100_004, data, base_timestamp=9, max_timestamp=10))))
+    return partition, plain + 2, other
+
+
+MARKER_FLAGS = [("text", []), ("text", ["-d"]), ("text", ["-p"]), ("text", ["-d", "-p"]),
+                ("text", ["-d", "--skip-record-metadata"]), ("text", ["-d", "-p", "--skip-record-metadata"]),
+                ("json", []), ("json", ["-d"]), ("json", ["-d", "--bytes", "base64"])]
+
+
+@pytest.mark.parametrize("output_format, flags", MARKER_FLAGS, ids=[f"{f}{''.join(a)}" for f, a in MARKER_FLAGS])
+def test_markers_print_in_runs_as_batch_by_batch(monkeypatch, tmp_path, output_format, flags):
+    """Transaction markers the kernel read stay in their run and are written by the compiled
+    renderers, byte for byte as the per-batch path prints them (`control_text`, `control_object`);
+    every other control batch goes back to the per-batch path, as before."""
+    partition, plain, other = _marker_mix(tmp_path)
+    out = dump_both_ways(monkeypatch, [str(partition)], *flags, output_format=output_format)
+    deep = bool(flags) and flags != ["--bytes", "base64"]
+    if output_format == "text":
+        assert out.count(b"isControl: true") == plain + other
+        if deep and "--skip-record-metadata" not in flags:
+            assert out.count(b"endTxnMarker: ABORT coordinatorEpoch: ") >= plain // 2
+            assert b"endTxnMarker: COMMIT coordinatorEpoch: -7\n" in out
+            assert b"sequence: 41 headerKeys: [] endTxnMarker: COMMIT coordinatorEpoch: 5\n" in out
+    else:
+        assert out.count(b'"is_control":true') == plain + other
+        assert out.count(b'"control":{"type":"COMMIT","type_id":1,"version":0,"coordinator_epoch":5}}') >= (
+            3 if deep else 0)
+
+
+def test_markers_kafka_writes_do_not_end_a_run(monkeypatch, tmp_path):
+    """With deep iteration a marker the kernel read (`columns.MARKER`) is a batch of its run, its
+    record decoded; only the other control batches come one by one, so each segment's runs are at
+    most one more than those. Its lines are the kernel's: one render call a run, none handed back;
+    the JSON kernel's are `python_run_block`'s."""
+    from kafkalog_tools.output import dumplog_text
+
+    partition, plain, other = _marker_mix(tmp_path)
+    monkeypatch.setenv(bulk_scan.MODE_VARIABLE, "always")
+    items = list(d.dump([str(partition)], d.DumpOptions(deep=True, print_data=True, batch_runs=True)))
+    runs = [item for item in items if type(item) is d.BatchRun]
+    one_by_one = [item.batch for item in items if type(item) is d.BatchItem]
+    assert len(one_by_one) == other and all(batch.is_control for batch in one_by_one)
+    assert sum(int((run.batches[bulk_scan.B_ATTRIBUTES] & ATTR_CONTROL != 0).sum()) for run in runs) == plain
+    assert len(runs) <= other + 2
+    handed_back = _text_handed_back(monkeypatch)
+    kernel, calls = bulk_scan.kernel(), []
+    monkeypatch.setattr(kernel, "render_dumplog_each", lambda *arguments: calls.append(1) or type(
+        kernel).render_dumplog_each(kernel, *arguments))
+    for run in runs:
+        dumplog_text.run_block(run, print_data=True, skip_metadata=False, decompress_limit=codecs.DEFAULT_LIMIT)
+    assert handed_back == [] and len(calls) == len(runs)
+    for run in runs:
+        for mode in ("auto", "base64"):
+            assert jsonl.run_block(run, mode) == jsonl.python_run_block(run, mode)

@@ -92,17 +92,21 @@ message's `count` is its records' (the line says null, as `Batch.count`)."""
 # ---------------------------------------------------------------------------------------------
 
 TEXT_PIECES = (("batch", 20), ("record", 13), ("legacy", 17), ("codec", 8), ("timestamp_type", 3), ("header", 4),
-               ("true", 1), ("false", 1), ("null", 1), ("utf8", 1), ("base64", 1))
+               ("true", 1), ("false", 1), ("null", 1), ("utf8", 1), ("base64", 1), ("control", 5),
+               ("control_type", 2))
 """The constant texts `render_each` writes lines with, in this order, each as so many pieces: the
 UTF-8 of a file's batch, record and V0/V1 record line templates cut around their 19, 12 and 16
 fields, the JSON of each codec's name (by id), of CreateTime, LogAppendTime and NoTimestampType,
-a header object cut around its 3 fields, and true, false, null, "utf8" and "base64"."""
+a header object cut around its 3 fields, true, false, null, "utf8" and "base64", the end of a
+transaction marker's record line (its headers' `]`, its `control` object) cut around its 4 fields,
+and the JSON of ABORT and COMMIT."""
 (T_BATCH, T_RECORD, T_LEGACY, T_CODEC, T_TIMESTAMP_TYPE, T_HEADER, T_TRUE, T_FALSE, T_NULL, T_UTF8,
- T_BASE64) = (sum(count for _, count in TEXT_PIECES[:i]) for i in range(len(TEXT_PIECES)))
+ T_BASE64, T_CONTROL, T_CONTROL_TYPE) = (sum(count for _, count in TEXT_PIECES[:i]) for i in range(len(TEXT_PIECES)))
 TEXTS = sum(count for _, count in TEXT_PIECES)
 (RENDER_BATCH, RENDER_RECORD, RENDER_WRITTEN, RENDER_REFUSED) = range(4)
 """`render_each`'s state: the next batch and record rows (in and out), the bytes it wrote, and 1
-when it stopped before a batch it leaves to Python (a header key that is not UTF-8)."""
+when it stopped before a batch it leaves to Python (a header key that is not UTF-8, a control batch
+whose records are not a transaction marker's as Kafka writes it)."""
 RENDER_STATE = 4
 
 # ---------------------------------------------------------------------------------------------
@@ -110,15 +114,17 @@ RENDER_STATE = 4
 # ---------------------------------------------------------------------------------------------
 
 DUMPLOG_PIECES = (("batch", 19), ("record", 8), ("legacy", 4), ("key", 2), ("payload", 1), ("codec", 8),
-                  ("timestamp_type", 3), ("true", 1), ("false", 1), ("optional", 3))
+                  ("timestamp_type", 3), ("true", 1), ("false", 1), ("optional", 3), ("marker", 2),
+                  ("control_type", 2))
 """The constant texts `render_dumplog_each` writes lines with (`dumplog_text._texts`), in this
 order: a V2 batch line cut around its 18 fields, a record line's metadata cut around its 7, a V0/V1
 batch line's start and a V0/V1 record's texts after its value size (isValid, crc, the stray `}`),
 the key's lead-in after metadata and without it, the payload's, each codec's name (by id),
-CreateTime, LogAppendTime and NoTimestampType, true, false, and OptionalLong's empty, opening and
-closing texts. Its state is `render_each`'s (RENDER_*)."""
-(D_BATCH, D_RECORD, D_LEGACY, D_KEY, D_PAYLOAD, D_CODEC, D_TIMESTAMP_TYPE, D_TRUE, D_FALSE,
- D_OPTIONAL) = (sum(count for _, count in DUMPLOG_PIECES[:i]) for i in range(len(DUMPLOG_PIECES)))
+CreateTime, LogAppendTime and NoTimestampType, true, false, OptionalLong's empty, opening and
+closing texts, a transaction marker's lead-ins to its type and coordinator epoch, and ABORT and
+COMMIT. Its state is `render_each`'s (RENDER_*)."""
+(D_BATCH, D_RECORD, D_LEGACY, D_KEY, D_PAYLOAD, D_CODEC, D_TIMESTAMP_TYPE, D_TRUE, D_FALSE, D_OPTIONAL, D_MARKER,
+ D_CONTROL_TYPE) = (sum(count for _, count in DUMPLOG_PIECES[:i]) for i in range(len(DUMPLOG_PIECES)))
 DUMPLOG_TEXTS = sum(count for _, count in DUMPLOG_PIECES)
 
 __all__ = [name for name in dir() if name.isupper()]

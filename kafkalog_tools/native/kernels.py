@@ -29,10 +29,11 @@ from .columns import (ATTRIBUTES, BASE_OFFSET, BASE_SEQUENCE, BASE_TIMESTAMP, CH
                       R_OFFSET, R_SEQUENCE, R_SIZE, R_TIMESTAMP, R_VALUE_LENGTH, R_VALUE_START, SIZE,
                       SMALLEST_LEGACY_ENTRY, TIME_ENTRIES, VALID_BYTES)
 from .columns import (B_ATTRIBUTES, B_BASE_TIMESTAMP, B_COUNT, B_IN_PAYLOADS, B_LAST_OFFSET, B_MAGIC, B_POSITION,
-                      DUMPLOG_TEXTS, D_BATCH, D_CODEC, D_FALSE, D_KEY, D_LEGACY, D_OPTIONAL, D_PAYLOAD, D_RECORD,
-                      D_TIMESTAMP_TYPE, D_TRUE, RENDER_BATCH, RENDER_RECORD, RENDER_REFUSED, RENDER_STATE,
-                      RENDER_WRITTEN, RUN_BATCH_FIELDS, TEXTS, T_BASE64, T_BATCH, T_CODEC, T_FALSE, T_HEADER,
-                      T_LEGACY, T_NULL, T_RECORD, T_TIMESTAMP_TYPE, T_TRUE, T_UTF8)
+                      DUMPLOG_TEXTS, D_BATCH, D_CODEC, D_CONTROL_TYPE, D_FALSE, D_KEY, D_LEGACY, D_MARKER,
+                      D_OPTIONAL, D_PAYLOAD, D_RECORD, D_TIMESTAMP_TYPE, D_TRUE, RENDER_BATCH, RENDER_RECORD,
+                      RENDER_REFUSED, RENDER_STATE, RENDER_WRITTEN, RUN_BATCH_FIELDS, TEXTS, T_BASE64, T_BATCH,
+                      T_CODEC, T_CONTROL, T_CONTROL_TYPE, T_FALSE, T_HEADER, T_LEGACY, T_NULL, T_RECORD,
+                      T_TIMESTAMP_TYPE, T_TRUE, T_UTF8)
 from ..codecs import lz4_codec
 from ..formats import legacy
 from ..formats.record_batch import (ATTR_CODEC, ATTR_CONTROL, ATTR_DELETE_HORIZON, ATTR_LOG_APPEND_TIME,
@@ -1236,6 +1237,28 @@ def _put_bytes(out, op, data, start, length, base64_only, texts, bounds, between
 
 
 @_jit
+def _marker_type(batches, b, records, r, data):
+    """The control type (0 ABORT, 1 COMMIT) of control batch b of a deep run when its one record r
+    is a transaction marker's in the shape Kafka writes (`plain_marker`: key and value version 0, no
+    header; the only control records `dump._BulkDump` decodes), else NOT_A_MARKER: the renderers
+    leave any other to Python."""
+    if (batches[B_COUNT, b] != 1 or records[R_KEY_LENGTH, r] != 4 or records[R_VALUE_LENGTH, r] != 6
+            or records[R_HEADER_COUNT, r] != 0):
+        return NOT_A_MARKER
+    key, value = records[R_KEY_START, r], records[R_VALUE_START, r]
+    if data[key] != 0 or data[key + 1] != 0 or data[key + 2] != 0 or data[key + 3] > 1 or data[value] != 0 \
+            or data[value + 1] != 0:
+        return NOT_A_MARKER
+    return np.int64(data[key + 3])
+
+
+@_jit
+def _coordinator_epoch(records, r, data):
+    """The coordinator epoch of a marker's record r (`_marker_type`): its value's int32 after the version."""
+    return _signed(_be(data, records[R_VALUE_START, r] + 2, 4), 32)
+
+
+@_jit
 def _put_batch(out, op, batches, b, texts, bounds):
     """A batch line, as `jsonl.run_block` fills its template."""
     attributes, magic = batches[B_ATTRIBUTES, b], batches[B_MAGIC, b]
@@ -1271,8 +1294,10 @@ _BATCH_LINE_FIELDS = np.array([RUN_BATCH_FIELDS.index(name) for name in (
 
 
 @_jit
-def _put_record(out, op, records, r, headers, legacy, is_legacy, position, magic, data, base64_only, texts, bounds):
-    """A record line, as `jsonl.run_block` fills its template; -1 for one whose header key is not
+def _put_record(out, op, records, r, headers, legacy, is_legacy, position, magic, data, base64_only, marker, texts,
+                bounds):
+    """A record line, as `jsonl.run_block` fills its template, with a transaction marker's `control`
+    object when `marker` is its control type (not NOT_A_MARKER); -1 for one whose header key is not
     UTF-8 (Python replaces what does not decode)."""
     k = T_LEGACY if is_legacy else T_RECORD
     op = _put_text(out, op, texts, bounds, k)
@@ -1302,6 +1327,18 @@ def _put_record(out, op, records, r, headers, legacy, is_legacy, position, magic
         op = _put_bytes(out, op, data, headers[H_VALUE_START, h], headers[H_VALUE_LENGTH, h], base64_only, texts,
                         bounds, T_HEADER + 2)
         op = _put_text(out, op, texts, bounds, T_HEADER + 3)
+    if marker != NOT_A_MARKER:  # (a marker's key version is 0: `_marker_type`)
+        op = _put_text(out, op, texts, bounds, T_CONTROL)
+        op = _put_text(out, op, texts, bounds, T_CONTROL_TYPE + marker)
+        op = _put_text(out, op, texts, bounds, T_CONTROL + 1)
+        op = _put_int(out, op, marker)
+        op = _put_text(out, op, texts, bounds, T_CONTROL + 2)
+        op = _put_int(out, op, 0)
+        op = _put_text(out, op, texts, bounds, T_CONTROL + 3)
+        op = _put_int(out, op, _coordinator_epoch(records, r, data))
+        op = _put_text(out, op, texts, bounds, T_CONTROL + 4)
+        out[op] = 10
+        return op + 1
     op = _put_text(out, op, texts, bounds, k + 12)
     if is_legacy:
         op = _put_int(out, op, magic)
@@ -1339,7 +1376,8 @@ def render_each(segment, payloads, batches, records, headers, legacy, deep, is_l
     state[RENDER_RECORD] into `out`, whole batches at a time, until the next does not fit or has a
     header key that is not UTF-8 (state[RENDER_REFUSED] = 1: the caller writes it). Records lie in
     `payloads` or `segment` as the batch's in_payloads says; `texts`[bounds[k]:bounds[k + 1]] is
-    the k-th of `bulk_scan.TEXT_PIECES`."""
+    the k-th of `bulk_scan.TEXT_PIECES`. A control batch's records are a transaction marker's
+    (`_marker_type`), or it is left to Python too."""
     widest = _INT_WIDTH
     for k in range(T_CODEC, TEXTS):
         widest = max(widest, bounds[k + 1] - bounds[k])
@@ -1347,24 +1385,32 @@ def render_each(segment, payloads, batches, records, headers, legacy, deep, is_l
     batch_fixed = bounds[T_BATCH + _BATCH_LINE + 1] - bounds[T_BATCH]
     record_fixed = bounds[record_text + record_fields + 1] - bounds[record_text]
     header_fixed = bounds[T_HEADER + _HEADER_OBJECT + 1] - bounds[T_HEADER] + 1
+    control_fixed = bounds[TEXTS] - bounds[T_CONTROL] + 3 * widest
     b, r, op = state[RENDER_BATCH], state[RENDER_RECORD], 0
     capacity = len(out)
     state[RENDER_REFUSED] = 0
     while b < batches.shape[1]:
+        data = payloads if batches[B_IN_PAYLOADS, b] != 0 else segment
+        marker = NOT_A_MARKER
+        if deep and batches[B_ATTRIBUTES, b] & ATTR_CONTROL:
+            marker = _marker_type(batches, b, records, r, data)
+            if marker == NOT_A_MARKER:
+                state[RENDER_REFUSED] = 1
+                break
         batch_start, batch_record = op, r
         if op + batch_fixed + _BATCH_LINE * widest + 1 > capacity:
             break
         op = _put_batch(out, op, batches, b, texts, bounds)
         count = batches[B_COUNT, b]
         if deep and count > 0:
-            data = payloads if batches[B_IN_PAYLOADS, b] != 0 else segment
             position, magic = batches[B_POSITION, b], batches[B_MAGIC, b]
             stop = r + count
             while r < stop:
-                if op + _record_bound(records, r, headers, record_fixed, header_fixed, widest) > capacity:
+                need = _record_bound(records, r, headers, record_fixed, header_fixed, widest)
+                if op + need + (control_fixed if marker != NOT_A_MARKER else 0) > capacity:
                     break
                 op = _put_record(out, op, records, r, headers, legacy, is_legacy, position, magic, data, base64_only,
-                                 texts, bounds)
+                                 marker, texts, bounds)
                 if op < 0:
                     state[RENDER_REFUSED] = 1
                     break
@@ -1511,9 +1557,9 @@ def _put_dumplog_batch(out, op, batches, b, timestamp_type, texts, bounds):
 @_jit
 def _put_dumplog_record(out, op, records, r, headers, legacy, is_legacy, data, timestamp_type, print_data,
                         skip_metadata, texts, bounds, replace):
-    """A record line of a batch that is not a control batch, as `dumplog_text.record_line` writes
-    it; -1 for a null header key; without `replace`, _MALFORMED where a key, value or header key is
-    not UTF-8 (see `_put_java_text`)."""
+    """A record line, as `dumplog_text.record_line` writes it, of a batch that is not a control batch
+    (`_put_dumplog_marker` writes a marker's); -1 for a null header key; without `replace`,
+    _MALFORMED where a key, value or header key is not UTF-8 (see `_put_java_text`)."""
     if not skip_metadata:
         op = _put_text(out, op, texts, bounds, D_RECORD)
         op = _put_int(out, op, records[R_OFFSET, r])
@@ -1555,6 +1601,23 @@ def _put_dumplog_record(out, op, records, r, headers, legacy, is_legacy, data, t
     return op + 1
 
 
+@_jit
+def _put_dumplog_marker(out, op, records, r, headers, legacy, data, marker, timestamp_type, skip_metadata, texts,
+                        bounds):
+    """A transaction marker's record line (`_marker_type`), as `dumplog_text.record_line` writes it:
+    its metadata, its type and coordinator epoch (`control_text`), and no key or payload (a control
+    batch's are not printed); an empty line without metadata."""
+    if not skip_metadata:
+        op = _put_dumplog_record(out, op, records, r, headers, legacy, False, data, timestamp_type, False, False,
+                                 texts, bounds, False) - 1  # (its newline comes after the marker's texts)
+        op = _put_text(out, op, texts, bounds, D_MARKER)
+        op = _put_text(out, op, texts, bounds, D_CONTROL_TYPE + marker)
+        op = _put_text(out, op, texts, bounds, D_MARKER + 1)
+        op = _put_int(out, op, _coordinator_epoch(records, r, data))
+    out[op] = 10
+    return op + 1
+
+
 _DUMPLOG_RECORD_FIELDS = np.array([R_OFFSET, R_TIMESTAMP, R_TIMESTAMP, R_KEY_LENGTH, R_VALUE_LENGTH, R_SEQUENCE],
                                   dtype=np.int64)
 """The record row behind a record line's int fields 2 to 5 (0 and 1 are written before them; a
@@ -1577,8 +1640,9 @@ def render_dumplog_each(segment, payloads, batches, records, headers, legacy, de
                         bounds, out, state):
     """`render_each` for kafka-dump-log's text: the lines of a run's batches (V2, or V0/V1 messages
     with `legacy` rows beside their records) and (`deep`) their records, whole batches at a time,
-    until the next does not fit or is one it leaves to Python (state[RENDER_REFUSED] = 1): a
-    control batch (or a null header key, which no reader lets through). A key, value or header key
+    until the next does not fit or is one it leaves to Python (state[RENDER_REFUSED] = 1): with
+    `deep`, a control batch whose records are not a transaction marker's as Kafka writes it
+    (`_marker_type`), or a null header key, which no reader lets through. A key, value or header key
     that is not UTF-8 is written with Java's replacements, given room for them: the record is
     written again once it is known to need it. `texts`[bounds[k]:bounds[k + 1]] is the k-th of
     `bulk_scan.DUMPLOG_PIECES`."""
@@ -1587,22 +1651,33 @@ def render_dumplog_each(segment, payloads, batches, records, headers, legacy, de
         widest = max(widest, bounds[k + 1] - bounds[k])
     batch_fixed = bounds[D_BATCH + _DUMPLOG_BATCH + 1] - bounds[D_BATCH] + 2 * widest
     record_fixed = bounds[D_PAYLOAD + 1] - bounds[D_RECORD]
+    marker_fixed = bounds[DUMPLOG_TEXTS] - bounds[D_MARKER] + widest
     b, r, op = state[RENDER_BATCH], state[RENDER_RECORD], 0
     capacity = len(out)
     state[RENDER_REFUSED] = 0
     while b < batches.shape[1]:
         attributes, magic = batches[B_ATTRIBUTES, b], batches[B_MAGIC, b]
-        if attributes & ATTR_CONTROL:
-            state[RENDER_REFUSED] = 1
-            break
+        data = payloads if batches[B_IN_PAYLOADS, b] != 0 else segment
+        marker = NOT_A_MARKER
+        if deep and attributes & ATTR_CONTROL:
+            marker = _marker_type(batches, b, records, r, data)
+            if marker == NOT_A_MARKER:
+                state[RENDER_REFUSED] = 1
+                break
         batch_start, batch_record = op, r
         if op + batch_fixed + _DUMPLOG_BATCH * widest + 17 > capacity:
             break
         timestamp_type = 2 if magic == 0 else 1 if attributes & ATTR_LOG_APPEND_TIME else 0
         op = _put_dumplog_batch(out, op, batches, b, timestamp_type, texts, bounds)
         count = batches[B_COUNT, b]
-        if deep and count > 0:
-            data = payloads if batches[B_IN_PAYLOADS, b] != 0 else segment
+        if deep and marker != NOT_A_MARKER:
+            if op + _dumplog_record_bound(records, r, headers, record_fixed, widest, 1) + marker_fixed > capacity:
+                op = batch_start
+                break
+            op = _put_dumplog_marker(out, op, records, r, headers, legacy, data, marker, timestamp_type,
+                                     skip_metadata, texts, bounds)
+            r += 1
+        elif deep and count > 0:
             stop = r + count
             while r < stop:
                 if op + _dumplog_record_bound(records, r, headers, record_fixed, widest, 1) > capacity:

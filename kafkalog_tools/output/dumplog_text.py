@@ -17,6 +17,7 @@ from .. import dump as d
 from ..formats import legacy, record_batch
 from ..native import bulk_scan
 from ..formats.batch import TIMESTAMP_TYPES, Batch, Record, UnreadRecord
+from ..formats.control import CONTROL_TYPES
 from . import runs
 from .java_text import decode_utf8
 
@@ -157,8 +158,9 @@ _RUN_BUFFER = 1 << 20
 def run_block(run: d.BatchRun, *, print_data: bool, skip_metadata: bool, decompress_limit: int) -> bytes | memoryview:
     """`lines` of each batch of a run and (with deep iteration) its records, as UTF-8 with a newline
     after each line: written by the compiled `render_dumplog_each` from `_texts`, keys, values and
-    header keys that are not UTF-8 with `decode_utf8`'s replacements. A batch it leaves (a control
-    batch) is read again and printed by `lines`, as the per-batch path prints it."""
+    header keys that are not UTF-8 with `decode_utf8`'s replacements, transaction markers as
+    `control_text` writes them. A batch it leaves (a control batch that is not a marker in Kafka's
+    shape, a null header key) is read again and printed by `lines`, as the per-batch path prints it."""
     kernel = bulk_scan.kernel()
     texts, bounds = _texts()
 
@@ -203,7 +205,8 @@ def _texts():
               " key: ", f"{RECORD_INDENT} key: ", " payload: ",
               *(codecs.name_of(codec_id) for codec_id in range(8)),
               *(TIMESTAMP_TYPES[code] for code in (0, 1, -1)),
-              _bool(True), _bool(False), _optional_long(None), "OptionalLong[", "]"]
+              _bool(True), _bool(False), _optional_long(None), "OptionalLong[", "]",
+              " endTxnMarker: ", " coordinatorEpoch: ", CONTROL_TYPES[0], CONTROL_TYPES[1]]
     if len(pieces) != bulk_scan.DUMPLOG_TEXTS:
         raise AssertionError(f"{len(pieces)} texts for render_dumplog_each, not {bulk_scan.DUMPLOG_TEXTS}")
     encoded = [piece.encode() for piece in pieces]

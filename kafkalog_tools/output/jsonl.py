@@ -29,7 +29,8 @@ from .. import dump as d
 from ..codecs import name_of
 from ..errors import CorruptDataError
 from ..native import bulk_scan
-from ..formats.batch import TIMESTAMP_TYPES, Batch, Record
+from ..formats.batch import TIMESTAMP_TYPES, Batch, ControlRecord, Record
+from ..formats.control import CONTROL_TYPES, parse_control
 from ..formats.record_batch import (ATTR_CODEC, ATTR_CONTROL, ATTR_DELETE_HORIZON, ATTR_LOG_APPEND_TIME,
                                     ATTR_TRANSACTIONAL)
 from . import json_line, runs
@@ -108,18 +109,22 @@ def record_object(batch: Batch, record: Record, decoded, bytes_mode: str) -> dic
         obj["legacy"] = {"magic": record.legacy_magic, "crc": record.legacy_crc,
                          "crc_valid": record.legacy_crc_valid, "attributes": record.legacy_attributes}
     if record.control is not None:
-        control = record.control
-        obj["control"] = {"type": control.name, "type_id": control.type_id, "version": control.version,
-                          "coordinator_epoch": control.coordinator_epoch}
-        if control.data is not None:
-            obj["control"]["data"] = control.data
-        if control.error is not None:
-            obj["control"]["error"] = control.error
+        obj["control"] = control_object(record.control)
     if decoded is not None:
         obj["key_decoded"] = decoded.key
         obj["value_decoded"] = decoded.value
         if decoded.warning:
             obj["decode_warning"] = decoded.warning
+    return obj
+
+
+def control_object(control: ControlRecord) -> dict:
+    obj = {"type": control.name, "type_id": control.type_id, "version": control.version,
+           "coordinator_epoch": control.coordinator_epoch}
+    if control.data is not None:
+        obj["data"] = control.data
+    if control.error is not None:
+        obj["error"] = control.error
     return obj
 
 
@@ -308,6 +313,9 @@ _ATTRIBUTE_JSON = tuple(
 (UTF-8)."""
 _NO_TIMESTAMP_TYPE_UTF8 = _NO_TIMESTAMP_TYPE_JSON.encode()
 _HEADER_UTF8 = _HEADER.encode()
+_CONTROL_END = b'],"control":{"type":%s,"type_id":%d,"version":%d,"coordinator_epoch":%d}}'
+"""How a transaction marker's record line ends (`control_object` of an ABORT or COMMIT), from its
+headers' `]`: `render_each` writes it from these pieces."""
 
 
 _RENDER_BUFFER = 4 << 20
@@ -349,7 +357,8 @@ def _render_texts(path: str):
     pieces = [*_cut(batch_template), *_cut(template), *_cut(legacy_template),
               *(_COMPRESSION_JSON[codec_id].encode() for codec_id in range(8)),
               *(_TIMESTAMP_TYPE_JSON[TIMESTAMP_TYPES[code]].encode() for code in (0, 1, -1)),
-              *_cut(_HEADER_UTF8), b"true", b"false", b"null", b'"utf8"', b'"base64"']
+              *_cut(_HEADER_UTF8), b"true", b"false", b"null", b'"utf8"', b'"base64"',
+              *_cut(_CONTROL_END), *(json_text(CONTROL_TYPES[type_id]).encode() for type_id in (0, 1))]
     if len(pieces) != bulk_scan.TEXTS:
         raise AssertionError(f"{len(pieces)} texts for render_each, not {bulk_scan.TEXTS}")
     return (np.frombuffer(b"".join(pieces) + bytes(16), dtype=np.uint8),  # (copied 16 bytes at a time)
@@ -405,7 +414,11 @@ def python_run_block(run: d.BatchRun, bytes_mode: str) -> bytes:
             ) if header_count else b""
             fields = (position, offset, timestamp, sequence, record_size, key_length, value_length, key_text,
                       key_encoding, value_text, value_encoding, header_text)
-            if legacy is None:
+            if attributes & ATTR_CONTROL:  # a transaction marker (the only control records a run holds)
+                control = parse_control(data[key_start:key_start + key_length],
+                                        data[value_start:value_start + value_length])
+                append(template[:-1] % fields + b',"control":' + orjson.dumps(control_object(control)) + b"}")
+            elif legacy is None:
                 append(template % fields)
             else:  # the kernel kept only messages whose CRC matches
                 legacy_crc, legacy_attributes = next(legacy)
