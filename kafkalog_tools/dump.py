@@ -446,63 +446,67 @@ def _dump_log(path: str, kind: str, options: DumpOptions, topic: str | None, act
         active = active and segment.end == segment.file_size  # --max-bytes cuts no write short
         live = active and broker is not None and broker.live
         position, budget = 0, None
-        while True:
-            if bulk is not None:
-                position = yield from bulk.runs_from(position)
-                budget = bulk.then_one_by_one
-            for entry in segment.entries(position):
-                if budget is not None:  # the per-batch loop takes what the bulk path handed back, then returns it
-                    if budget == 0:
-                        position = entry.position
-                        break
-                    budget -= 1
-                if (type(entry) is BadEntry or not entry.crc_valid) and live and _written_into_zeros(segment, entry):
-                    yield Trailing(path, entry.position, segment.end - entry.position,
-                                   "a batch still being written into the zeros log.preallocate=true reserves ahead of "
-                                   "the writes, at the end of the active segment of a live broker", True)
-                    return
-                if type(entry) is BadEntry:
-                    yield Problem(entry.error)
-                    continue
-                if filtering and not filters.batch_may_match(entry):
-                    continue
-                if entry.magic not in (0, 1, 2):
-                    yield Problem(CorruptDataError(
-                        f"unknown magic {entry.magic}: read as {'V2' if entry.magic > 2 else 'V0'}, as Kafka's reader "
-                        "picks the format, but no Kafka version writes it", path=path,
-                        position=entry.position + 16, expected="0, 1 or 2", actual=entry.magic))
-                item = BatchItem(entry)
-                if entry.compression_id not in codecs.NAMES:  # its records cannot be read either
-                    yield item
-                    yield Problem(_unknown_codec(path, entry))
-                    continue
-                if decode_records:
-                    try:
-                        records = entry.records_reading_controls()
-                    except CorruptDataError as exc:
-                        readable = getattr(exc, "records_before", None)
-                        unread = getattr(exc, "records_unread", None) or []
-                        item.records_unread = ([r for r in unread if isinstance(r, UnreadRecord) or filters.record_matches(r)]
-                                               if filtering else unread)
-                        if readable:
-                            item.records_before_error = ([r for r in readable if filters.record_matches(r)]
-                                                         if filtering else list(readable))
-                            if decoder is not None and not entry.is_control:
-                                item.decoded = [_decode(decoder, r) for r in item.records_before_error]
+        try:
+            while True:
+                if bulk is not None:
+                    position = yield from bulk.runs_from(position)
+                    budget = bulk.then_one_by_one
+                for entry in segment.entries(position):
+                    if budget is not None:  # the per-batch loop takes what the bulk path handed back, then returns it
+                        if budget == 0:
+                            position = entry.position
+                            break
+                        budget -= 1
+                    if (type(entry) is BadEntry or not entry.crc_valid) and live and _written_into_zeros(segment, entry):
+                        yield Trailing(path, entry.position, segment.end - entry.position,
+                                       "a batch still being written into the zeros log.preallocate=true reserves ahead of "
+                                       "the writes, at the end of the active segment of a live broker", True)
+                        return
+                    if type(entry) is BadEntry:
+                        yield Problem(entry.error)
+                        continue
+                    if filtering and not filters.batch_may_match(entry):
+                        continue
+                    if entry.magic not in (0, 1, 2):
+                        yield Problem(CorruptDataError(
+                            f"unknown magic {entry.magic}: read as {'V2' if entry.magic > 2 else 'V0'}, as Kafka's reader "
+                            "picks the format, but no Kafka version writes it", path=path,
+                            position=entry.position + 16, expected="0, 1 or 2", actual=entry.magic))
+                    item = BatchItem(entry)
+                    if entry.compression_id not in codecs.NAMES:  # its records cannot be read either
                         yield item
+                        yield Problem(_unknown_codec(path, entry))
+                        continue
+                    if decode_records:
+                        try:
+                            records = entry.records_reading_controls()
+                        except CorruptDataError as exc:
+                            readable = getattr(exc, "records_before", None)
+                            unread = getattr(exc, "records_unread", None) or []
+                            item.records_unread = ([r for r in unread if isinstance(r, UnreadRecord) or filters.record_matches(r)]
+                                                   if filtering else unread)
+                            if readable:
+                                item.records_before_error = ([r for r in readable if filters.record_matches(r)]
+                                                             if filtering else list(readable))
+                                if decoder is not None and not entry.is_control:
+                                    item.decoded = [_decode(decoder, r) for r in item.records_before_error]
+                            yield item
+                            yield from _decoder_failures(path, item)
+                            yield Problem(exc)
+                            continue
+                        item.records = [r for r in records if filters.record_matches(r)] if filtering else list(records)
+                        if on_records and not item.records:
+                            continue
+                        if decoder is not None and not entry.is_control:
+                            item.decoded = [_decode(decoder, r) for r in item.records]
+                    yield item
+                    if item.decoded:
                         yield from _decoder_failures(path, item)
-                        yield Problem(exc)
-                        continue
-                    item.records = [r for r in records if filters.record_matches(r)] if filtering else list(records)
-                    if on_records and not item.records:
-                        continue
-                    if decoder is not None and not entry.is_control:
-                        item.decoded = [_decode(decoder, r) for r in item.records]
-                yield item
-                if item.decoded:
-                    yield from _decoder_failures(path, item)
-            else:
-                break
+                else:
+                    break
+        finally:
+            if bulk is not None:
+                bulk.settle()  # its call ahead reads the map
         bulk = None  # its views pin the map
         start, end = segment.stop_position, segment.end
         zeros = live and all_zero(segment.buffer, start, end)
@@ -535,6 +539,39 @@ def _written_into_zeros(segment: SegmentFile, entry: Batch | BadEntry) -> bool:
     return entry.end < segment.end and all_zero(segment.buffer, entry.end, segment.end)
 
 
+class _Buffers:
+    """What a kernel call reads into and decodes with, reused call after call: `_BulkDump` has two
+    sets, so that the next call can run while the runs of the one before are printed."""
+
+    def __init__(self, columns, np):
+        self.columns = columns
+        self.first_record = np.empty(columns.shape[1], dtype=np.int64)
+        """Per batch: its first record's row, or `bulk_scan.NOT_DECODED`."""
+        self.lz4_out = None
+        """Where `_decode_lz4` decodes lz4 payloads (copied into the chunk's `payloads`), made on first use."""
+
+
+@dataclass(eq=False)
+class _Chunk:
+    """The batches one kernel call read, their payloads decompressed and records decoded. The
+    arrays a run refers to (`batches`, `records`, `headers`, `legacy_records`, `payloads`) are made
+    for the chunk; `buffers` go to the call after next."""
+
+    buffers: _Buffers
+    n: int = 0
+    after: int = 0
+    stopped: bool = False
+    """Whether the kernel stopped before an entry it cannot vouch for."""
+    decoded: bool = False
+    """Whether the batches' records were decoded (`buffers.first_record` says which)."""
+    batches: object = None
+    """[len(bulk_scan.RUN_BATCH_FIELDS), n]."""
+    records: object = None
+    headers: object = None
+    legacy_records: object = None
+    payloads: bytes = b""
+
+
 class _BulkDump:
     """`BatchRun`s of the batches the compiled kernel reads (`bulk_scan`), with their records
     decoded by `kernels.decode_each`, and of V0/V1 messages, read by `scan_legacy` with their
@@ -544,7 +581,11 @@ class _BulkDump:
     read (`columns.MARKER`: their one record decodes like any other), payloads that do not
     decompress, and records that `decode_records` or `LegacyBatch.records` would refuse or read
     differently. Those go through the per-batch loop, which owns every problem; batches read but not
-    yet printed wait for it in the columns."""
+    yet printed wait for it in the chunk.
+
+    While the runs of one chunk are printed, the next is read and decoded on the scan thread (the
+    kernels and codecs run without the GIL, and printing is a kernel too): decompressing and printing
+    take about as long on production data, and this machine has two cores."""
 
     STEP = 2 << 20
     """Segment bytes a kernel call reads (also about what the decompressed payloads may hold at once)."""
@@ -559,20 +600,13 @@ class _BulkDump:
         self.decode_records = decode_records
         self.reader = bulk_scan.Reader(segment, self.STEP)
         self.decode_each = bulk_scan.records_kernel()
-        self.view, self.columns = self.reader.view, self.reader.columns
-        self.records = self.headers = self.legacy_records = None
-        self.first_record = np.empty(self.columns.shape[1], dtype=np.int64)
-        self.batches = None
-        """[len(bulk_scan.RUN_BATCH_FIELDS), n] for the batches the last kernel call read."""
-        self.row = self.n = 0
-        self.after = 0
-        self.stopped = False
-        """Whether the last kernel call stopped before an entry it cannot vouch for."""
-        self.decoded = False
-        """Whether the records of the last call's batches were decoded (`first_record` says which)."""
-        self.payloads = b""
-        self.lz4_out = None
-        """Where `_decode_lz4` decodes lz4 payloads (copied into `payloads`), made on first use."""
+        self.view = self.reader.view
+        self.buffers = [_Buffers(self.reader.columns, np), None]
+        self.chunk = _Chunk(self.buffers[0])
+        self.row = 0
+        """The current chunk's first batch not yet yielded or handed back."""
+        self.ahead = None
+        """(position, future of its `_Chunk`): the call after the current chunk, on the scan thread."""
 
     @property
     def then_one_by_one(self) -> int:
@@ -583,72 +617,103 @@ class _BulkDump:
         segment, np = self.segment, self.np
         while True:
             segment.release_before(position)  # what lies before was printed: the consumer asked for more
-            row = self.row + int(np.searchsorted(self.batches[B_POSITION, self.row:self.n], position)) if self.n else 0
-            if row >= self.n or self.batches[B_POSITION, row] != position:
+            chunk = self.chunk
+            row = self.row + int(np.searchsorted(chunk.batches[B_POSITION, self.row:chunk.n], position)) if chunk.n else 0
+            if row >= chunk.n or chunk.batches[B_POSITION, row] != position:
                 if position >= segment.end:
                     break
-                self._read(position)
-                if self.n == 0:
+                chunk = self._read(position)
+                if chunk.n == 0:
                     self.reader.read_anything(False)
                     return position
                 row = 0
             self.reader.read_anything(True)
-            stop = self.n
-            refused = self.batches[B_ATTRIBUTES, row:stop] & ATTR_CODEC > max(codecs.NAMES)
-            if self.decoded:
-                refused |= self.first_record[row:stop] == bulk_scan.NOT_DECODED
+            stop = chunk.n
+            refused = chunk.batches[B_ATTRIBUTES, row:stop] & ATTR_CODEC > max(codecs.NAMES)
+            if chunk.decoded:
+                refused |= chunk.buffers.first_record[row:stop] == bulk_scan.NOT_DECODED
             refused = np.flatnonzero(refused)
             if len(refused):
                 stop = row + int(refused[0])
             if stop > row:
-                yield self._run(row, stop)
-            if stop < self.n:
+                yield self._run(chunk, row, stop)
+            if stop < chunk.n:
                 self.row = stop + 1  # the per-batch loop prints that one
-                position = int(self.batches[B_POSITION, stop])
+                position = int(chunk.batches[B_POSITION, stop])
                 break
-            self.row = self.n
-            position = self.after
-            if self.stopped:
+            self.row = chunk.n
+            position = chunk.after
+            if chunk.stopped:
                 break
         segment.release_before(position)  # (`SegmentFile.entries` from there takes the pages before as released)
         return position
 
-    def _run(self, row: int, stop: int) -> BatchRun:
-        if not self.decode_records:
-            return BatchRun(self.segment.path, self.batches[:, row:stop], None, None, self.segment.buffer,
-                            self.payloads, self.view)
-        first = int(self.first_record[row])
-        last = int(self.first_record[stop - 1] + self.batches[B_COUNT, stop - 1])
-        return BatchRun(self.segment.path, self.batches[:, row:stop], self.records[:, first:last], self.headers,
-                        self.segment.buffer, self.payloads, self.view,
-                        None if self.legacy_records is None else self.legacy_records[:, first:last])
+    def settle(self) -> None:
+        """Wait for the call made ahead, if any (its chunk is dropped): its thread reads the map."""
+        ahead, self.ahead = self.ahead, None
+        if ahead is not None:
+            import concurrent.futures
 
-    def _read(self, position: int) -> None:
-        """Scan from `position` into the columns (V2 batches, or V0/V1 messages of one magic, as the
+            concurrent.futures.wait([ahead[1]])
+
+    def _run(self, chunk: _Chunk, row: int, stop: int) -> BatchRun:
+        if not self.decode_records:
+            return BatchRun(self.segment.path, chunk.batches[:, row:stop], None, None, self.segment.buffer,
+                            chunk.payloads, self.view)
+        first_record = chunk.buffers.first_record
+        first = int(first_record[row])
+        last = int(first_record[stop - 1] + chunk.batches[B_COUNT, stop - 1])
+        return BatchRun(self.segment.path, chunk.batches[:, row:stop], chunk.records[:, first:last], chunk.headers,
+                        self.segment.buffer, chunk.payloads, self.view,
+                        None if chunk.legacy_records is None else chunk.legacy_records[:, first:last])
+
+    def _read(self, position: int) -> _Chunk:
+        """The chunk from `position`, made ahead or now, as the current one; the next is then made
+        ahead unless the kernel stopped or the segment ends there."""
+        ahead = self.ahead
+        if ahead is not None and ahead[0] == position:
+            self.ahead = None
+            chunk = ahead[1].result()
+        else:
+            self.settle()
+            chunk = self._chunk(position, self._spare())
+        self.chunk, self.row = chunk, 0
+        if chunk.n and not chunk.stopped and chunk.after < self.segment.end:
+            self.ahead = (chunk.after, bulk_scan.scan_thread().submit(self._chunk, chunk.after, self._spare()))
+        return chunk
+
+    def _spare(self) -> _Buffers:
+        """The buffer set the current chunk does not use."""
+        if self.buffers[1] is None:
+            self.buffers[1] = _Buffers(self.reader.kernel.columns(self.reader.columns.shape[1]), self.np)
+        return self.buffers[1] if self.chunk.buffers is self.buffers[0] else self.buffers[0]
+
+    def _chunk(self, position: int, buffers: _Buffers) -> _Chunk:
+        """Scan from `position` into `buffers` (V2 batches, or V0/V1 messages of one magic, as the
         first entry's magic says), and decode the records."""
         np = self.np
-        columns = self.columns
+        columns = buffers.columns
         magic = int(self.view[position + MAGIC_OFFSET]) if position + MAGIC_OFFSET < self.segment.end else 2
         legacy_floor = 0 if magic < 2 else None  # (dump takes a wrapper's base offset from its records)
-        n, after, self.stopped = self.reader.read(position, False, legacy_floor)
-        self.row, self.n, self.after, self.payloads = 0, n, after, b""
-        self.decoded, self.legacy_records = False, None
+        chunk = _Chunk(buffers)
+        chunk.n, chunk.after, chunk.stopped = self.reader.read(position, False, legacy_floor, columns)
+        n = chunk.n
         if not n:
-            return
+            return chunk
         in_payloads = np.zeros(n, dtype=np.int64)
         if legacy_floor is not None:
-            in_payloads = self._decode_legacy(n, magic)
+            in_payloads = self._decode_legacy(chunk, magic)
         elif self.decode_records:
-            in_payloads = self._decode(n)
-        n = self.n
+            in_payloads = self._decode(chunk)
+        n = chunk.n
         positions = columns[POSITION, :n]
         base_offset, delta = columns[BASE_OFFSET, :n], columns[LAST_OFFSET_DELTA, :n]
         base_sequence = columns[BASE_SEQUENCE, :n]
         last_offset = base_offset + delta  # wraps as Java's long does (parse_batch's java_long)
         if legacy_floor is not None:  # a wrapper's base offset is its first record's (`LegacyBatch.base_offset`)
-            first = self.first_record[:n]
-            base_offset = np.where(first >= 0, self.records[R_OFFSET, np.maximum(first, 0)], last_offset)
-        self.batches = np.stack((
+            first = buffers.first_record[:n]
+            base_offset = np.where(first >= 0, chunk.records[R_OFFSET, np.maximum(first, 0)], last_offset)
+        chunk.batches = np.stack((
             positions, columns[SIZE, :n], base_offset, last_offset, columns[RECORDS_COUNT, :n],
             bulk_scan.big_endian(self.view, positions + (legacy.LOG_OVERHEAD if legacy_floor is not None else FIELD_AT["crc"]),
                         4),  # the stored CRC (the kernel checked it)
@@ -656,11 +721,12 @@ class _BulkDump:
             columns[PRODUCER_EPOCH, :n], base_sequence, bulk_scan.last_sequences(base_sequence, delta),
             columns[LEADER_EPOCH, :n], columns[BASE_TIMESTAMP, :n], in_payloads,
             np.full(n, 2 if legacy_floor is None else magic)))
+        return chunk
 
-    def _decode(self, n: int):
+    def _decode(self, chunk: _Chunk):
         """Decompress the payloads and decode every batch's records; returns where each batch's
-        records lie (1: in `payloads`). May keep fewer batches (`n`), to bound the payloads."""
-        np, columns = self.np, self.columns
+        records lie (1: in `payloads`). May keep fewer batches (`chunk.n`), to bound the payloads."""
+        np, columns, n = self.np, chunk.buffers.columns, chunk.n
         attributes = columns[ATTRIBUTES, :n]
         starts = columns[POSITION, :n] + HEADER_SIZE
         ends = columns[POSITION, :n] + columns[SIZE, :n]
@@ -671,94 +737,94 @@ class _BulkDump:
         in_payloads = np.zeros(n, dtype=np.int64)
         compressed = (starts >= 0) & (attributes & ATTR_CODEC != 0)
         lz4 = np.flatnonzero(compressed & (attributes & ATTR_CODEC == codecs.IDS["lz4"]))
-        held, went = (self._decode_lz4(lz4, starts, ends, in_payloads, self.segment.decompress_limit)
+        held, went = (self._decode_lz4(chunk, lz4, starts, ends, in_payloads, self.segment.decompress_limit)
                       if len(lz4) else (0, 0))
         if went < len(lz4):  # the kernel's output is full: the next kernel call reads on from that batch
-            n = self.n = int(lz4[went])
-            self.after, self.stopped = int(columns[POSITION, n]), False
-        n = self._decompress(np.flatnonzero(compressed[:n] & (in_payloads[:n] == 0)), 2, starts, ends, in_payloads,
-                             bytes(self.lz4_out[:held]) if held else b"")
-        payload_view = np.frombuffer(self.payloads, dtype=np.uint8)
-        # new arrays for every call: the runs of the last one may still be waiting to be rendered
-        self.records = np.empty((len(bulk_scan.RECORD_COLUMNS), self.RECORDS), dtype=np.int64)
-        self.headers = np.empty((len(bulk_scan.HEADER_COLUMNS), self.RECORDS), dtype=np.int64)
-        self.decoded = True
-        row = records = headers = 0
+            n = chunk.n = int(lz4[went])
+            chunk.after, chunk.stopped = int(columns[POSITION, n]), False
+        n = self._decompress(chunk, np.flatnonzero(compressed[:n] & (in_payloads[:n] == 0)), 2, starts, ends,
+                             in_payloads, bytes(chunk.buffers.lz4_out[:held]) if held else b"")
+        payload_view = np.frombuffer(chunk.payloads, dtype=np.uint8)
+        records = np.empty((len(bulk_scan.RECORD_COLUMNS), self.RECORDS), dtype=np.int64)
+        headers = np.empty((len(bulk_scan.HEADER_COLUMNS), self.RECORDS), dtype=np.int64)
+        chunk.decoded = True
+        row = records_used = headers_used = 0
         while True:
-            row, records, headers = self.decode_each(self.view, payload_view, columns, row, n, starts, ends,
-                                                      in_payloads, self.first_record, self.records, records,
-                                                      self.headers, headers)
+            row, records_used, headers_used = self.decode_each(
+                self.view, payload_view, columns, row, n, starts, ends, in_payloads, chunk.buffers.first_record,
+                records, records_used, headers, headers_used)
             if row == n:
+                chunk.records, chunk.headers = records, headers
                 return in_payloads[:n]
             needed = int(columns[RECORDS_COUNT, row])  # no room for this batch's records or headers: grow
-            if records + needed > self.records.shape[1]:
-                self.records = self._grown(self.records, records, records + needed)
+            if records_used + needed > records.shape[1]:
+                records = self._grown(records, records_used, records_used + needed)
             else:
-                self.headers = self._grown(self.headers, headers, 2 * self.headers.shape[1])
+                headers = self._grown(headers, headers_used, 2 * headers.shape[1])
 
-    def _decode_lz4(self, rows, starts, ends, in_payloads, limit: int) -> tuple[int, int]:
-        """These lz4 batches' frames decoded by `kernels.lz4_each` into `lz4_out`, and their
+    def _decode_lz4(self, chunk: _Chunk, rows, starts, ends, in_payloads, limit: int) -> tuple[int, int]:
+        """These lz4 batches' frames decoded by `kernels.lz4_each` into the buffers' `lz4_out`, and their
         `starts`, `ends` and `in_payloads` set; those it refuses are left as they were. Returns (bytes
         held, batches it went through: fewer than all when the output is full)."""
-        np = self.np
-        if self.lz4_out is None:
-            self.lz4_out = np.empty(4 * self.STEP, dtype=np.uint8)
+        np, buffers = self.np, chunk.buffers
+        if buffers.lz4_out is None:
+            buffers.lz4_out = np.empty(4 * self.STEP, dtype=np.uint8)
         bounds, decoded = np.empty(len(rows) + 1, dtype=np.int64), np.empty(len(rows), dtype=np.int64)
-        went = self.reader.kernel.lz4_each(self.view, starts[rows], ends[rows], limit, self.lz4_out, bounds, decoded)
+        went = self.reader.kernel.lz4_each(self.view, starts[rows], ends[rows], limit, buffers.lz4_out, bounds, decoded)
         kept = rows[:went][decoded[:went] == 1]
         starts[kept], ends[kept] = bounds[:went][decoded[:went] == 1], bounds[1:went + 1][decoded[:went] == 1]
         in_payloads[kept] = 1
         return int(bounds[went]), went
 
-    def _decode_legacy(self, n: int, magic: int):
+    def _decode_legacy(self, chunk: _Chunk, magic: int):
         """`_decode` for V0/V1 messages of `magic`: an uncompressed message is its own record, a
         wrapper's value decompresses into a message set of records."""
-        np, columns, view = self.np, self.columns, self.view
+        np, columns, view, n = self.np, chunk.buffers.columns, self.view, chunk.n
         positions, codec = columns[POSITION, :n], columns[ATTRIBUTES, :n] & ATTR_CODEC
         starts, ends = positions.copy(), positions + columns[SIZE, :n]
         wrappers = np.flatnonzero(codec != 0)
         starts[wrappers], ends[wrappers] = bulk_scan.wrapper_values(view, positions[wrappers], codec[wrappers], magic)
         in_payloads = np.zeros(n, dtype=np.int64)
-        n = self._decompress(wrappers[starts[wrappers] >= 0], magic, starts, ends, in_payloads)
-        payload_view = np.frombuffer(self.payloads, dtype=np.uint8)
-        self.records = np.empty((len(bulk_scan.RECORD_COLUMNS), self.RECORDS), dtype=np.int64)
-        self.legacy_records = np.empty((len(bulk_scan.LEGACY_RECORD_COLUMNS), self.RECORDS), dtype=np.int64)
-        self.decoded = True
-        row = records = 0
+        n = self._decompress(chunk, wrappers[starts[wrappers] >= 0], magic, starts, ends, in_payloads)
+        payload_view = np.frombuffer(chunk.payloads, dtype=np.uint8)
+        records = np.empty((len(bulk_scan.RECORD_COLUMNS), self.RECORDS), dtype=np.int64)
+        legacy_records = np.empty((len(bulk_scan.LEGACY_RECORD_COLUMNS), self.RECORDS), dtype=np.int64)
+        chunk.decoded = True
+        row = used = 0
         while True:
-            row, records = self.reader.kernel.decode_legacy_each(view, payload_view, columns, row, n, starts, ends,
-                                                                 in_payloads, self.first_record, self.records, records,
-                                                                 self.legacy_records)
+            row, used = self.reader.kernel.decode_legacy_each(view, payload_view, columns, row, n, starts, ends,
+                                                              in_payloads, chunk.buffers.first_record, records, used,
+                                                              legacy_records)
             if row == n:
+                chunk.records, chunk.legacy_records = records, legacy_records
                 return in_payloads[:n]
-            needed = records + int(ends[row] - starts[row]) // bulk_scan.SMALLEST_LEGACY_ENTRY + 1  # at most: grow
-            self.records = self._grown(self.records, records, needed)
-            self.legacy_records = self._grown(self.legacy_records, records, needed)
+            needed = used + int(ends[row] - starts[row]) // bulk_scan.SMALLEST_LEGACY_ENTRY + 1  # at most: grow
+            records = self._grown(records, used, needed)
+            legacy_records = self._grown(legacy_records, used, needed)
 
-    def _decompress(self, rows, magic: int, starts, ends, in_payloads, decoded: bytes = b"") -> int:
+    def _decompress(self, chunk: _Chunk, rows, magic: int, starts, ends, in_payloads, decoded: bytes = b"") -> int:
         """Decompress the payloads segment[starts[row]:ends[row]] of `rows` (their codec in the
-        attributes) into `payloads`, end to end after those already `decoded` (by the kernel), and
-        point `starts` and `ends` there; a payload that does not decompress is left to the per-batch
-        loop (start -1), which reports why. Returns the batches kept: fewer than read once the
-        payloads hold enough for one call."""
-        columns, segment = self.columns, self.segment
+        attributes) into the chunk's `payloads`, end to end after those already `decoded` (by the
+        kernel), and point `starts` and `ends` there; a payload that does not decompress is left to
+        the per-batch loop (start -1), which reports why. Returns the batches kept: fewer than read
+        once the payloads hold enough for one call."""
+        columns, segment = chunk.buffers.columns, self.segment
         rows = rows.tolist()
         attributes = columns[ATTRIBUTES, rows].tolist()
         ranges = [(codec & ATTR_CODEC, int(starts[row]), int(ends[row])) for codec, row in zip(attributes, rows)]
         results = codecs.decompress_ranges(segment.buffer, ranges, magic=magic, limit=segment.decompress_limit,
                                            budget=4 * self.STEP - len(decoded))
-        self.payloads, spans = codecs.laid_end_to_end(results, decoded)
+        chunk.payloads, spans = codecs.laid_end_to_end(results, decoded)
         for row, span in zip(rows, spans):
             if span is None:
                 starts[row] = -1
             else:
                 (starts[row], ends[row]), in_payloads[row] = span, 1
-        n = self.n
         if len(results) < len(rows):  # the payloads hold enough for one call: the next reads on after the last
             row = rows[len(results) - 1]
-            n = self.n = row + 1
-            self.after, self.stopped = int(columns[POSITION, row] + columns[SIZE, row]), False
-        return n
+            chunk.n = row + 1
+            chunk.after, chunk.stopped = int(columns[POSITION, row] + columns[SIZE, row]), False
+        return chunk.n
 
     def _grown(self, array, used: int, at_least: int):
         grown = self.np.empty((array.shape[0], max(at_least, 2 * array.shape[1])), dtype=array.dtype)

@@ -569,6 +569,7 @@ def test_verify_and_recovery_in_small_steps_and_many_threads_equal_batch_by_batc
     monkeypatch.setattr(bulk_scan.Reader, "STEP", 4096)
     monkeypatch.setattr(codecs, "_cpus", lambda: 3)
     monkeypatch.setattr(codecs, "PARALLEL_BYTES", 0)
+    monkeypatch.setattr(codecs, "SHARED_PAYLOAD", 0)
     paths = generated_partitions(tmp_path, random.Random(29), 12, _mixed_segment, 10_000)
     codes = {f["code"] for deep in (True, False) for f in verify_both_ways(monkeypatch, paths, deep)}
     assert {"record-corrupt", "crc-mismatch", "offset-not-increasing", "inner-crc-mismatch"} <= codes, codes

@@ -433,6 +433,7 @@ def test_decompress_ranges_is_decompress_of_each_in_order(monkeypatch, threads, 
     a budget, a prefix of them that holds it."""
     monkeypatch.setattr(codecs, "_cpus", lambda: threads)
     monkeypatch.setattr(codecs, "PARALLEL_BYTES", 0)
+    monkeypatch.setattr(codecs, "SHARED_PAYLOAD", 0)
     buffer, ranges, expected = _payloads_in_one_buffer(threads * 10 + magic, 120, magic)
     as_text = [r if isinstance(r, bytes) else str(r) for r in
                codecs.decompress_ranges(buffer, ranges, magic=magic, limit=MIB, budget=1 << 40)]
@@ -466,6 +467,22 @@ def test_decompress_ranges_shares_the_work_with_other_threads(monkeypatch):
     assert threading.get_ident() in threads and len(threads) > 1
 
 
+def test_decompress_ranges_keeps_small_payloads_on_the_calling_thread(monkeypatch):
+    """Payloads this small would only pass the GIL back and forth between threads."""
+    if codecs._cpus() < 2:
+        pytest.skip("one CPU: decompress_ranges stays on the calling thread")
+    threads, decompress = set(), codecs.decompress
+    monkeypatch.setattr(codecs, "decompress", lambda *a, **k: threads.add(threading.get_ident()) or decompress(*a, **k))
+    rng = random.Random(6)
+    data = [bytes(rng.randrange(64) for _ in range(3000)) for _ in range(400)]
+    payloads = [codecs.compress(GZIP, d, magic=2) for d in data]
+    assert sum(map(len, payloads)) >= codecs.PARALLEL_BYTES and max(map(len, payloads)) < codecs.SHARED_PAYLOAD
+    ends = list(itertools.accumulate(map(len, payloads)))
+    ranges = [(GZIP, end - len(p), end) for p, end in zip(payloads, ends)]
+    assert codecs.decompress_ranges(b"".join(payloads), ranges, budget=1 << 40) == data
+    assert threads == {threading.get_ident()}
+
+
 @pytest.mark.parametrize("threads", [1, 2])
 def test_errors_decompress_ranges_keeps_do_not_keep_what_was_inflated(monkeypatch, threads):
     """A bomb's error is kept in the results until the caller reports it. With its traceback, the
@@ -473,6 +490,7 @@ def test_errors_decompress_ranges_keeps_do_not_keep_what_was_inflated(monkeypatc
     default limit, found by the differential fuzzer as a worker running out of address space."""
     monkeypatch.setattr(codecs, "_cpus", lambda: threads)
     monkeypatch.setattr(codecs, "PARALLEL_BYTES", 0)
+    monkeypatch.setattr(codecs, "SHARED_PAYLOAD", 0)
     bombs = [(GZIP, gzip_zeros(16)), (ZSTD, zstd_zeros(16)), (LZ4, lz4_zeros(256)), (SNAPPY, xerial_zeros(512))]
     buffer = b"".join(bomb for _, bomb in bombs)
     ends = list(itertools.accumulate(len(bomb) for _, bomb in bombs))

@@ -15,6 +15,7 @@ import os
 import random
 import subprocess
 import sys
+import threading
 import time
 import zlib
 from pathlib import Path
@@ -293,6 +294,62 @@ def test_render_kernel_writes_what_python_writes(monkeypatch, tmp_path):
             assert len(calls) > len(batches) if small else len(calls) >= len(runs)  # (the small one grows)
 
 
+def _chunks_by_thread(monkeypatch) -> list[str]:
+    """Names of the threads `_BulkDump._chunk` runs on, call after call."""
+    threads, chunk = [], d._BulkDump._chunk
+    monkeypatch.setattr(d._BulkDump, "_chunk", lambda self, *a: threads.append(threading.current_thread().name)
+                        or chunk(self, *a))
+    return threads
+
+
+@pytest.mark.parametrize("output_format", ["json", "text"])
+def test_chunks_read_ahead_while_runs_print_equal_batch_by_batch(monkeypatch, tmp_path, output_format):
+    """Small kernel calls, each made on the scan thread while the runs of the one before print, and
+    batches handed back in between (a call made ahead is then dropped): still the per-batch output."""
+    monkeypatch.setattr(d._BulkDump, "STEP", 1 << 12)
+    paths = write_partitions(tmp_path, random.Random(43), 12) + generated_partitions_legacy(
+        tmp_path / "legacy", random.Random(44), 4)
+    rng, batches, offset = random.Random(45), [], 0
+    while offset < 20_000:  # counts that vary, so that one call's rows are not another's; control batches go back
+        count = rng.randrange(0, 12)
+        batches.append(build_batch(offset, [build_record(i, i, b"k", b"v" * rng.randrange(50)) for i in range(count)],
+                                   compression_id=codecs.IDS[rng.choice(["none", "gzip"])],
+                                   attributes=ATTR_CONTROL if rng.random() < 0.05 else 0))
+        offset += count
+    (tmp_path / "varied-0").mkdir()
+    (tmp_path / "varied-0" / f"{0:020d}.log").write_bytes(b"".join(batches))
+    paths.append(str(tmp_path / "varied-0"))
+    threads = _chunks_by_thread(monkeypatch)
+    for flags in (["-d"], []):
+        dump_both_ways(monkeypatch, paths, *flags, "-p" if output_format == "text" else "-d",
+                       output_format=output_format)
+    ahead = sum(name.startswith("kafkalog-scan") for name in threads)
+    assert ahead > 50 and len(threads) - ahead > 20, (ahead, len(threads))
+
+
+def test_a_dump_stopped_early_waits_for_its_call_ahead(monkeypatch, tmp_path):
+    """The walk's consumer stops (--strict, a closed pipe) while a call runs ahead on the map: the
+    segment closes only once it is done."""
+    monkeypatch.setenv(bulk_scan.MODE_VARIABLE, "always")
+    monkeypatch.setattr(d._BulkDump, "STEP", 1 << 12)
+    paths = write_partitions(tmp_path, random.Random(47), 1)
+    calls, chunk = [], d._BulkDump._chunk
+
+    def slow_chunk(self, *args):
+        time.sleep(0.2)
+        calls.append("started")
+        result = chunk(self, *args)
+        calls.append("done")
+        return result
+
+    monkeypatch.setattr(d._BulkDump, "_chunk", slow_chunk)
+    walk = d.dump(paths, d.DumpOptions(deep=True, batch_runs=True))
+    assert type(next(item for item in walk if type(item) is d.BatchRun)) is d.BatchRun
+    assert calls[-1] == "done"  # the first call; the next runs ahead
+    walk.close()
+    assert len(calls) >= 4 and calls[-1] == "done", calls
+
+
 def test_runs_stay_renderable_after_the_walk_moves_on(monkeypatch, tmp_path):
     """Items collected first and rendered afterwards (the segment closed, later kernel calls made)
     give the lines they give when rendered as they come."""
@@ -490,27 +547,28 @@ def kernel_legacy_records(log: SegmentFile) -> dict[int, tuple | None]:
     out = {}
     position = 0
     while position < log.end:
-        bulk._read(position)
-        assert bulk.n
-        batches = dict(zip(bulk_scan.RUN_BATCH_FIELDS, bulk.batches.tolist()))
-        for row in range(bulk.n):
-            first = int(bulk.first_record[row])
+        chunk = bulk._read(position)
+        assert chunk.n
+        batches = dict(zip(bulk_scan.RUN_BATCH_FIELDS, chunk.batches.tolist()))
+        for row in range(chunk.n):
+            first = int(chunk.buffers.first_record[row])
             if first == bulk_scan.NOT_DECODED:
                 out[batches["position"][row]] = None
                 continue
-            data = bulk.payloads if batches["in_payloads"][row] else log.buffer
+            data = chunk.payloads if batches["in_payloads"][row] else log.buffer
             records = []
             for r in range(first, first + batches["count"][row]):
                 (offset, timestamp, sequence, size, key_start, key_length, value_start, value_length, _,
-                 header_count) = bulk.records[:, r].tolist()
+                 header_count) = chunk.records[:, r].tolist()
                 assert (sequence, header_count) == (-1, 0)
-                crc, attributes = bulk.legacy_records[:, r].tolist()
+                crc, attributes = chunk.legacy_records[:, r].tolist()
                 records.append((offset, timestamp, size,
                                 None if key_length < 0 else data[key_start:key_start + key_length],
                                 None if value_length < 0 else data[value_start:value_start + value_length], crc,
                                 attributes))
             out[batches["position"][row]] = (batches["base_offset"][row], records)
-        position = bulk.after
+        position = chunk.after
+    bulk.settle()
     return out
 
 

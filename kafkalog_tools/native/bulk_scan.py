@@ -146,12 +146,14 @@ class Reader:
         self.until = sys.maxsize
         """Batches that start here or later are left unread (a walk that pauses there)."""
 
-    def read(self, position: int, deep: bool, legacy_floor: int | None = None) -> tuple[int, int, bool]:
-        """One call from `position`: (batches now in `columns`, where the next entry starts, whether
-        the kernel stopped before an entry it cannot vouch for rather than at the range's end).
-        With a `legacy_floor`, V0 or V1 messages instead, wrappers not opened (`scan_legacy`)."""
+    def read(self, position: int, deep: bool, legacy_floor: int | None = None,
+             columns=None) -> tuple[int, int, bool]:
+        """One call from `position`: (batches now in `columns` (by default the reader's), where the
+        next entry starts, whether the kernel stopped before an entry it cannot vouch for rather than
+        at the range's end). With a `legacy_floor`, V0 or V1 messages instead, wrappers not opened
+        (`scan_legacy`)."""
         self.settle()
-        return self._read(position, deep, legacy_floor, self.columns)
+        return self._read(position, deep, legacy_floor, self.columns if columns is None else columns)
 
     def _read(self, position: int, deep: bool, legacy_floor: int | None, columns) -> tuple[int, int, bool]:
         end = self.segment.end
@@ -177,7 +179,7 @@ class Reader:
         buffers = (self.columns, self.other_columns)
         end, buffer = self.segment.end, self.segment.buffer
         turn = 0
-        self.ahead = _scan_thread().submit(self._read, position, deep, None, buffers[turn])
+        self.ahead = scan_thread().submit(self._read, position, deep, None, buffers[turn])
         try:
             while self.ahead is not None:
                 n, after, stopped = self.ahead.result()
@@ -185,7 +187,7 @@ class Reader:
                 self.ahead = None
                 if not stopped and after + _MAGIC < end and after < self.until and buffer[after + _MAGIC] >= 2:
                     turn ^= 1
-                    self.ahead = _scan_thread().submit(self._read, after, deep, None, buffers[turn])
+                    self.ahead = scan_thread().submit(self._read, after, deep, None, buffers[turn])
                 yield columns, n, after, stopped
         finally:
             self.settle()
@@ -213,7 +215,8 @@ class Reader:
 
 
 @functools.cache
-def _scan_thread():
+def scan_thread():
+    """One thread, on which kernel calls run ahead of their callers while those work on the call before."""
     import concurrent.futures
 
     return concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="kafkalog-scan")
