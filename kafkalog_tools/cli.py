@@ -120,6 +120,7 @@ def run() -> None:
     flushed. Output that cannot be flushed (a full disk) is an I/O error, exit 2, without Python's
     "Exception ignored" after it. A run that started Spark exits the normal way (py4j's and Spark's
     shutdown)."""
+    without_blas_threads()
     try:
         main()
         code = 0
@@ -136,6 +137,13 @@ def run() -> None:
             _tell(f"kafkalog: error: cannot write the output: {exc}\n")
         code = EXIT_USAGE
     os._exit(code)
+
+
+def without_blas_threads() -> None:
+    """numpy's OpenBLAS starts a thread per CPU when numpy is imported, and they spin: ~0.06 s of
+    CPU per process, taken from our own threads on a small machine. kafkalog does no linear algebra.
+    (Set before numpy is imported, and only where the user has not set it.)"""
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 
 def _tell(message: str) -> None:

@@ -266,6 +266,33 @@ def test_the_console_script_flushes_and_runs_exit_handlers_before_it_leaves(caps
     assert (proc.returncode, proc.stdout.decode(), proc.stderr.decode()) == (code, out + "exit handler ran\n", err)
 
 
+COUNT_THREADS_AFTER_NUMPY = """
+import os, sys
+sys.argv = ["kafkalog", "--version"]
+from kafkalog_tools import cli
+import numpy
+numpy.ones((64, 64)) @ numpy.ones((64, 64))  # BLAS work, where its threads would take part
+print(len(os.listdir("/proc/self/task")))
+"""
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/task") or (os.cpu_count() or 1) < 2,
+                    reason="counts this process's threads in Linux's /proc; OpenBLAS starts none on one CPU")
+@pytest.mark.parametrize("quiet", [True, False])
+def test_the_console_script_starts_no_blas_threads(quiet):
+    import subprocess
+    import sys
+
+    script = COUNT_THREADS_AFTER_NUMPY.replace("import numpy", "cli.without_blas_threads()\nimport numpy" if quiet
+                                              else "import numpy")
+    environment = {k: v for k, v in os.environ.items() if k not in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS")}
+    threads = int(subprocess.run([sys.executable, "-c", script], capture_output=True, env=environment, check=True,
+                                 timeout=120).stdout)
+    if not quiet and threads == 1:
+        pytest.skip("this numpy's BLAS starts no threads of its own: nothing to keep quiet")
+    assert threads == 1 if quiet else threads > 1  # (the second shows the first can fail)
+
+
 FULL_DISK = pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full (Linux) under stdout")
 
 
