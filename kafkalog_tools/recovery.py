@@ -377,19 +377,15 @@ class ProducerState:
 
     def _check_sequence(self, batch: Batch, status: ProducerStatus) -> None:
         """ProducerAppendInfo.checkSequence (enforced for clients only; replication just trusts it)."""
-        if status.epoch < 0 or batch.base_sequence < 0:
+        if _in_sequence(status, batch.producer_epoch, batch.base_sequence):
             return
         if batch.producer_epoch != status.epoch:
-            if batch.base_sequence != 0:
-                self._anomaly(SEQUENCE_GAP,
-                              f"producer {batch.producer_id} starts epoch {batch.producer_epoch} at offset "
-                              f"{batch.base_offset} with sequence {batch.base_sequence}, not 0", batch)
-        elif status.last_sequence >= 0:
-            expected = 0 if status.last_sequence == INT32_MAX else status.last_sequence + 1
-            if batch.base_sequence != expected:
-                self._anomaly(SEQUENCE_GAP,
-                              f"producer {batch.producer_id} epoch {batch.producer_epoch} at offset "
-                              f"{batch.base_offset} has sequence {batch.base_sequence}, expected {expected}", batch)
+            self._anomaly(SEQUENCE_GAP, f"producer {batch.producer_id} starts epoch {batch.producer_epoch} at offset "
+                          f"{batch.base_offset} with sequence {batch.base_sequence}, not 0", batch)
+        else:
+            self._anomaly(SEQUENCE_GAP, f"producer {batch.producer_id} epoch {batch.producer_epoch} at offset "
+                          f"{batch.base_offset} has sequence {batch.base_sequence}, expected "
+                          f"{_next_sequence(status.last_sequence)}", batch)
 
     def _anomaly(self, kind: str, message: str, batch: Batch) -> None:
         if self.on_anomaly is not None:
@@ -400,14 +396,17 @@ class ProducerState:
 
 
 def _in_sequence(status: ProducerStatus, epoch: int, base_sequence: int) -> bool:
-    """Whether `_check_sequence` lets a data batch pass without a SEQUENCE_GAP."""
+    """Whether a data batch of `epoch` starting at `base_sequence` follows the producer's last one
+    (`_check_sequence` reports a SEQUENCE_GAP where not)."""
     if status.epoch < 0 or base_sequence < 0:
         return True
     if epoch != status.epoch:
         return base_sequence == 0
-    if status.last_sequence < 0:
-        return True
-    return base_sequence == (0 if status.last_sequence == INT32_MAX else status.last_sequence + 1)
+    return status.last_sequence < 0 or base_sequence == _next_sequence(status.last_sequence)
+
+
+def _next_sequence(last_sequence: int) -> int:
+    return 0 if last_sequence == INT32_MAX else last_sequence + 1
 
 
 @dataclass
