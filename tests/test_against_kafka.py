@@ -265,3 +265,102 @@ def test_wrappers_with_an_unreadable_inner_message_read_dumped_and_recovered_as_
         found += against_kafka.compare_recover(partition, tmp_path / "recover", False, 1, kafka, report)
     assert found == []
     assert threw_somewhere
+
+
+def _gzip_member(data: bytes, flags: int = 0, *, header_crc: str = "right", trailer: str = "right",
+                 level: int = 6) -> bytes:
+    """A gzip member as any writer may lay it out: FLG as given (reserved bits too), the optional
+    fields its bits announce, a header CRC right or wrong, and a trailer right or wrong."""
+    import struct
+    import zlib
+
+    header = bytearray(b"\x1f\x8b\x08" + bytes([flags]) + bytes(5) + b"\xff")
+    if flags & 0x04:
+        header += struct.pack("<H", 3) + b"xyz"
+    if flags & 0x08:
+        header += b"name\x00"
+    if flags & 0x10:
+        header += b"comment\x00"
+    if flags & 0x02:
+        header += struct.pack("<H", (zlib.crc32(header) & 0xFFFF) ^ (header_crc == "wrong"))
+    deflater = zlib.compressobj(level, zlib.DEFLATED, -15)
+    body = deflater.compress(data) + deflater.flush()
+    crc, size = zlib.crc32(data), len(data)
+    if trailer == "crc":
+        crc ^= 1
+    elif trailer == "size":
+        size += 1
+    return bytes(header) + body + struct.pack("<II", crc, size)
+
+
+def gzip_variants(records: bytes) -> dict[str, bytes]:
+    """gzip payloads of `records` whose headers, trailers and tails GZIPInputStream and zlib may read
+    differently."""
+    variants = {f"flags-{flags:02x}-crc-{right}": _gzip_member(records, flags, header_crc=right)
+                for flags in (0x00, 0x02, 0x1E, 0x20, 0xE0, 0xE2, 0xFE, 0x22) for right in ("right", "wrong")
+                if flags & 0x02 or right == "right"}
+    variants.update({f"trailer-{kind}": _gzip_member(records, trailer=kind) for kind in ("crc", "size")})
+    member = _gzip_member(records)
+    empty = _gzip_member(b"")
+    tails = {"magic-only": b"\x1f\x8b", "header-only": empty[:10], "garbage-18": b"\x1f\x8b" + bytes(16),
+             "garbage-40": b"\x1f\x8b" + bytes(38), "not-gzip": b"trailing bytes that are not a member",
+             "empty-member": empty, "bad-method": b"\x1f\x8b\x07" + empty[3:], "cut-member": member[:-3],
+             "reserved-member": _gzip_member(b"", 0xE0)}
+    variants.update({f"then-{name}": member + tail for name, tail in tails.items()})
+    return variants
+
+
+def _stored_member_ending_at(end: int) -> bytes:
+    """A member of two records whose deflate data (stored blocks: their size is exact) end at byte
+    `end` of it."""
+    from kafkalog_tools.formats.record_batch import build_record
+
+    value = random.Random(end).randbytes(end)
+    for size in range(end, 0, -1):
+        records = build_record(0, 0, b"k", value[:size]) + build_record(1, 1, None, b"w")
+        member = _gzip_member(records, level=0)
+        if len(member) - 8 == end:
+            return member
+    raise AssertionError(f"no member ends at {end}")
+
+
+def gzip_tails_at_buffer_ends() -> dict[str, bytes]:
+    """Members whose deflate data end just before, at and after GZIPInputStream's 8 KiB buffer (its
+    blocks stored, so their size is exact), each followed by bytes it may or may not try as a member."""
+    java_buffer = 8 << 10  # Kafka's GzipCompression.wrapForInput
+    empty = _gzip_member(b"")  # 20 bytes
+    # tried as a member, each fails; left alone, each is ignored (as a malformed header is either way)
+    tails = {"cut-18": empty[:18], "cut-19": empty[:19], "junk-after-header": empty[:10] + b"\xff" * 20,
+             "bad-header": b"\x1f\x8b" + bytes(17), "empty-member": empty}
+    variants = {}
+    for shift in (-40, -27, -26, -25, -19, -18, -9, -8, -1, 0, 1, 8, 30):
+        # (the first header is read before the buffer is: the buffer starts at byte 10)
+        member = _stored_member_ending_at(10 + java_buffer + shift)
+        variants.update({f"end-{shift:+d}-then-{name}": member + tail for name, tail in tails.items()})
+    return variants
+
+
+def test_gzip_headers_trailers_and_tails_read_as_kafkas(kafka, tmp_path):
+    """V2 batches whose gzip payloads carry every header flag (reserved bits with and without a
+    header CRC, which zlib refuses and Java reads), wrong trailers, and bytes after the member that
+    GZIPInputStream tries as another member or ignores (by what is left in its buffer), each parsed
+    by Kafka and by us, live."""
+    from kafkalog_tools.formats.record_batch import build_record
+    from tests.test_hostile_dump import FIRST, raw_batch
+
+    records = build_record(0, 0, b"k", b"v" * 50) + build_record(1, 1, None, b"w")
+    cases = {**gzip_variants(records), **gzip_tails_at_buffer_ends()}
+    report = against_kafka.Report(run_seed=0)
+    found = {}
+    for name, payload in cases.items():
+        partition = tmp_path / f"{name}-0"
+        partition.mkdir()
+        log = partition / "00000000000000000000.log"
+        log.write_bytes(FIRST + raw_batch(payload, codec=1, count=2))
+        code, objects = kafka("parse", log)
+        assert code == 0
+        differences = against_kafka.compare_parse(log, objects[0], report, None)
+        if differences:
+            found[name] = differences
+    assert found == {}
+    assert 5 < report.details.get("undecodable batches", 0) < len(cases) - 10  # Kafka reads some, refuses others

@@ -16,6 +16,7 @@ import struct
 import threading
 import time
 import tracemalloc
+import zlib
 from pathlib import Path
 
 import lz4.frame
@@ -24,6 +25,7 @@ import snappy
 import zstandard
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from isal import isal_zlib
 
 from kafkalog_tools import codecs
 from kafkalog_tools.codecs import gzip_codec, lz4_codec, snappy_codec
@@ -254,6 +256,69 @@ def test_gzip_reserved_header_flags_are_ignored_as_java_does():
     payload = bytearray(gzip.compress(b"records", mtime=0))
     payload[3] |= 0xE0
     assert codecs.decompress(GZIP, bytes(payload)) == b"records"
+
+
+class _ZlibReadingHeadersAsJava:
+    """zlib's decompressobj for one gzip member, its header first rewritten as GZIPInputStream.readHeader
+    reads it (reserved FLG bits ignored, a header CRC checked over the bytes as they are), which zlib
+    refuses: the reference the ISA-L inflater is compared with."""
+
+    def __init__(self, wbits: int):
+        self.inflater = zlib.decompressobj(wbits)
+        self.started = False
+
+    def decompress(self, data: bytes, max_length: int) -> bytes:
+        if not self.started and len(data) >= 10 and data[3] & 0xE0:
+            header = bytearray(data)
+            header[3] &= 0x1F
+            if data[3] & 0x02:
+                length = gzip_codec._header_length(data, 0)  # (valid: the codec read it first)
+                header[length - 2:length] = (zlib.crc32(header[:length - 2]) & 0xFFFF).to_bytes(2, "little")
+            data = bytes(header)
+        self.started = True
+        return self.inflater.decompress(data, max_length)
+
+    def __getattr__(self, name: str):
+        return getattr(self.inflater, name)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_gzip_inflated_by_isal_equals_zlib(seed, monkeypatch):
+    """The ISA-L inflater against zlib on damaged streams: bit flips (header flags among them), cuts,
+    bytes after a member, one to three members, limits below and above the data, and output in
+    steps of 97 bytes: the same bytes, or an error from both."""
+    monkeypatch.setattr(gzip_codec, "STEP", 97)
+    rng = random.Random(seed)
+    errors = 0
+    for _ in range(1500):
+        members = [rng.randbytes(rng.randrange(2000)) if rng.random() < 0.5 else bytes(rng.randrange(20_000))
+                   for _ in range(rng.randint(1, 3))]
+        payload = bytearray(b"".join(gzip.compress(m, mtime=0, compresslevel=rng.choice((1, 6, 9))) for m in members))
+        if rng.random() < 0.2:
+            payload[3] |= rng.choice((0x20, 0xE0, 0xE2, 0x42))
+            if payload[3] & 0x02:  # a header CRC, right for the header as it now is
+                payload[10:10] = (zlib.crc32(bytes(payload[:10])) & 0xFFFF).to_bytes(2, "little")
+        for _ in range(rng.randint(0, 2)):
+            damage = rng.randrange(4)
+            if damage == 0 and payload:
+                payload[rng.randrange(len(payload))] ^= 1 << rng.randrange(8)
+            elif damage == 1:
+                payload[3:4] = bytes([payload[3] ^ (1 << rng.randrange(8))]) if len(payload) > 3 else b""
+            elif damage == 2:
+                del payload[rng.randrange(len(payload) + 1):]
+            else:
+                payload += rng.choice((rng.randbytes(rng.randint(1, 30)), gzip.compress(b"", mtime=0)[:10]))
+        limit = rng.choice((MIB, sum(map(len, members)), max(0, sum(map(len, members)) - 1)))
+        outcomes = []
+        for inflater in (isal_zlib.decompressobj, _ZlibReadingHeadersAsJava):
+            monkeypatch.setattr(gzip_codec, "INFLATER", inflater)
+            try:
+                outcomes.append(codecs.decompress(GZIP, bytes(payload), limit=limit))
+            except DecompressionError:
+                outcomes.append(None)
+        assert outcomes[0] == outcomes[1], f"payload {bytes(payload).hex()} limit {limit}"
+        errors += outcomes[0] is None
+    assert 200 < errors < 1300  # both outcomes are exercised
 
 
 @EXAMPLES
