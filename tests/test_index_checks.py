@@ -295,3 +295,69 @@ def test_the_default_threshold_pre_checks_a_big_index(generated):
     source, _ = generated
     assert OffsetIndex(source / f"{0:020d}.index").valid_count() >= indexes.VECTORISED_INDEX_MIN_ENTRIES
     assert [f for f in verify.Verification([str(source)]) if not f.file.endswith(".log")] == []
+
+
+# ---------------------------------------------------------------------------------------------
+# The batch table, however its rows arrive
+# ---------------------------------------------------------------------------------------------
+
+
+def _table_rows(seed: int, n: int) -> list[tuple[int, int, int, int, int]]:
+    """(position, size, base offset, last offset, max timestamp) of `n` batches end to end."""
+    rng = random.Random(seed)
+    rows, position, offset = [], 0, 0
+    for _ in range(n):
+        size, count = rng.randrange(61, 500), rng.randrange(1, 5)
+        rows.append((position, size, offset, offset + count - 1, rng.choice((-1, rng.randrange(10**12)))))
+        position, offset = position + size, offset + count + rng.randrange(2)
+    return rows
+
+
+def _filled(rows, how: str, room: int) -> indexes.BatchTable:
+    """A table of `rows` added one by one, in runs (the bulk scan's way), or in runs of tables read
+    apart and sent through pickle (ranges), mixed as `how` says."""
+    import pickle
+    from types import SimpleNamespace
+
+    import numpy as np
+
+    table, at = indexes.BatchTable(room=room), 0
+    rng = random.Random(how)
+    while at < len(rows):
+        step = rng.randrange(1, 40)
+        part = rows[at:at + step]
+        way = how if how != "mixed" else rng.choice(("one", "runs", "ranges"))
+        if way == "one":
+            for position, size, base, last, largest in part:
+                table.add(SimpleNamespace(position=position, size=size, last_offset=last, max_timestamp=largest), base)
+        elif way == "runs":
+            table.extend(*np.array(part, dtype=np.int64).T)
+        else:
+            apart = indexes.BatchTable(room=rng.choice((0, 3)))
+            apart.extend(*np.array(part, dtype=np.int64).T)
+            table.append(pickle.loads(pickle.dumps(apart)))
+        at += step
+    return table
+
+
+@pytest.mark.parametrize("how", ["one", "runs", "ranges", "mixed"])
+@pytest.mark.parametrize("room", [0, 7, 10_000])
+def test_the_batch_table_holds_the_same_rows_however_they_arrive(how, room):
+    """Rows added one by one, a run at a time, as tables read apart, and mixed, into a table with no
+    room reserved, too little (it grows) and plenty: the same columns, lookups and totals as the
+    rows themselves say."""
+    rows = _table_rows(room, 500)
+    table = _filled(rows, how, room)
+    positions, bases, lasts = ([row[i] for row in rows] for i in (0, 2, 3))
+    prefix = list(itertools.accumulate((row[4] for row in rows), max, initial=-1))[1:]
+    assert (len(table), table.first_base_offset, table.end, table.max_timestamp) == (
+        len(rows), rows[0][2], rows[-1][0] + rows[-1][1], max(prefix))
+    assert [list(map(int, column)) for column in (table.positions, table.base_offsets, table.last_offsets,
+                                                 table.prefix_max_timestamps)] == [positions, bases, lasts, prefix]
+    rng = random.Random(1)
+    for position in rng.sample(range(rows[-1][0] + 10), 300):
+        assert table.at_position(position) == (positions.index(position) if position in positions else None)
+    for offset in range(-1, lasts[-1] + 3):
+        holder = bisect.bisect_left(lasts, offset)
+        assert table.holding(offset) == (holder if holder < len(rows) and bases[holder] <= offset else None)
+        assert table.last_at_or_before(offset) == bisect.bisect_right(lasts, offset) - 1

@@ -15,7 +15,7 @@ from ..crc import crc32c
 from ..errors import CorruptDataError, DecompressionError, InputError
 from ..formats.batch import INT32_MAX, Batch, Record, java_long
 from ..formats.logdir import Segment
-from ..formats.record_batch import ATTR_CONTROL, ATTR_TRANSACTIONAL, skim_records
+from ..formats.record_batch import ATTR_CONTROL, ATTR_TRANSACTIONAL, HEADER_SIZE, skim_records
 from ..formats.segment import LOG_OVERHEAD, MAGIC_OFFSET, BadEntry, SegmentFile, Stop
 from ..formats.segment import all_zero as _all_zero, next_non_zero as _next_non_zero
 from ..formats.txn_index import AbortedTxn
@@ -286,7 +286,8 @@ class LogScan:
         self.counts = report.counts
         self.on_progress = on_progress
         # only the index checks read the table's rows: without index files a count will do
-        self.table = BatchTable(keep_rows=segment.index is not None or segment.timeindex is not None)
+        self.table = BatchTable(keep_rows=segment.index is not None or segment.timeindex is not None,
+                                room=log.end // HEADER_SIZE)
         self.damage: list[_Damage] = []
         self.reported = 0
         self.last_offset: int | None = None
