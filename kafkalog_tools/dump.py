@@ -26,8 +26,8 @@ from .formats.record_batch import ATTR_CODEC, ATTR_CONTROL, HEADER_SIZE
 from .formats.segment import MAGIC_OFFSET, BadEntry, SegmentFile, Stop, all_zero, offset_from_name
 from .native import bulk_scan
 from .native.columns import (ATTRIBUTES, B_ATTRIBUTES, B_COUNT, B_POSITION, BASE_OFFSET, BASE_SEQUENCE, BASE_TIMESTAMP,
-                             FIELD_AT, LAST_OFFSET_DELTA, LEADER_EPOCH, MARKER, MAX_TIMESTAMP, POSITION, PRODUCER_EPOCH,
-                             PRODUCER_ID, R_OFFSET, RECORDS_COUNT, SIZE)
+                             CAPACITY, FIELD_AT, LAST_OFFSET_DELTA, LEADER_EPOCH, MARKER, MAX_TIMESTAMP, POSITION,
+                             PRODUCER_EPOCH, PRODUCER_ID, R_OFFSET, RECORDS_COUNT, SIZE)
 from .payloads import DecodedPayload, PayloadDecoder, PayloadError, decoder_for_topic, decoders
 from .payloads import quorum_state
 
@@ -598,7 +598,7 @@ class _BulkDump:
         self.np = np
         self.segment = segment
         self.decode_records = decode_records
-        self.reader = bulk_scan.Reader(segment, self.STEP)
+        self.reader = bulk_scan.Reader(segment, self.STEP, CAPACITY)
         self.decode_each = bulk_scan.records_kernel()
         self.view = self.reader.view
         self.buffers = [_Buffers(self.reader.columns, np), None]

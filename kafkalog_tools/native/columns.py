@@ -16,7 +16,7 @@ from ..formats import legacy, record_batch
 from ..schema import struct_fields
 
 CAPACITY = 1 << 14
-"""Batches per call; the caller also bounds each call's byte range."""
+"""Batches per call, unless the caller says (`bulk_scan.Reader.ROWS`); it also bounds each call's bytes."""
 
 COLUMNS = ("position", "size", "base_offset", "last_offset_delta", "partition_leader_epoch", "attributes",
            "base_timestamp", "max_timestamp", "producer_id", "producer_epoch", "base_sequence", "records_count",
