@@ -117,6 +117,36 @@ def test_a_process_running_threads_spawns_its_workers():
         thread.join()
 
 
+def test_while_a_pool_runs_no_process_of_it_maps_pages_ahead_where_it_leaves_no_cpu(log_dir, monkeypatch):
+    """A prefetch thread per process only adds switches where every CPU runs a process of ours: the
+    pool says how many scan (to its workers too), and says it no more once closed."""
+    from multiprocessing import Array, Pipe
+
+    from kafkalog_tools.formats.segment import SegmentFile
+    from kafkalog_tools.native import bulk_scan
+    from kafkalog_tools.verify import parallel
+
+    if bulk_scan.kernel() is None:
+        pytest.skip("no compiled kernels")
+    monkeypatch.setattr(bulk_scan, "SCANNING_PROCESSES", 1)
+    cpus = parallel.usable_cpus()
+    if cpus < 2:
+        pytest.skip("one CPU: nothing to prefetch on")
+    log = log_dir / "t-4" / "00000000000000000000.log"
+    jobs = jobs_of(log_dir)
+    with SegmentFile(log) as segment:
+        assert bulk_scan.Reader(segment).prefetch is not None
+        pool = PartitionPool(jobs, cpus - 1, deep=True, start_method="spawn")
+        try:
+            assert bulk_scan.SCANNING_PROCESSES == cpus and bulk_scan.Reader(segment).prefetch is None
+        finally:
+            pool.close()
+        assert bulk_scan.SCANNING_PROCESSES == 1 and bulk_scan.Reader(segment).prefetch is not None
+    receiving, sending = Pipe(duplex=False)
+    parallel._work(jobs[:1], True, Array("q", [1, 0]), Array("i", 1), 1, sending, cpus)  # (nothing left to take)
+    assert bulk_scan.SCANNING_PROCESSES == cpus
+
+
 # Forked from this test process, whose earlier tests leave thread pools behind, a worker would
 # inherit pools without their threads: verify only forks where no thread runs (above), so these spawn.
 

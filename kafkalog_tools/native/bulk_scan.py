@@ -110,6 +110,13 @@ TELL_BUILDING = True
 process the user started)."""
 
 
+SCANNING_PROCESSES = 1
+"""How many of our processes scan segments at once (verify's worker pool sets it while it runs). The
+pages of the next byte range are mapped ahead on a thread of their own (`loader.Prefetch`) only
+where a CPU is left for that thread: with a process on every CPU it only adds switches and TLB
+shootdowns (a 2 GiB log dir of one-record batches on 2 CPUs, interleaved: 0.58-0.63 -> 0.55-0.57 s)."""
+
+
 def _tell_building(outcome: str) -> None:
     from . import cache
 
@@ -141,7 +148,7 @@ class Reader:
         self.kernel = kernel()
         self.view = self.kernel.view(segment.buffer)
         self.columns = self.kernel.columns(rows or self.ROWS)
-        self.prefetch = self.kernel.prefetch(segment.buffer)
+        self.prefetch = self.kernel.prefetch(segment.buffer, SCANNING_PROCESSES)
         self.then_one_by_one = 1
         """Doubles while the kernel reads nothing at all (a legacy segment), back to 1 once it does."""
         self.ahead = None

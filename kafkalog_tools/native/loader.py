@@ -169,9 +169,11 @@ class NativeKernel:
         """The segment's bytes as a numpy array, without a copy."""
         return np.frombuffer(buffer, dtype=np.uint8)
 
-    def prefetch(self, buffer) -> Prefetch | None:
-        """For a mapped file on Linux: a `Prefetch` over its view."""
-        if isinstance(buffer, mmap.mmap) and hasattr(os, "sched_getaffinity") and len(os.sched_getaffinity(0)) > 1:
+    def prefetch(self, buffer, processes: int = 1) -> Prefetch | None:
+        """For a mapped file on Linux, where this process may run on more CPUs than `processes` of
+        ours are scanning on: a `Prefetch` over its view."""
+        if (isinstance(buffer, mmap.mmap) and hasattr(os, "sched_getaffinity")
+                and len(os.sched_getaffinity(0)) > processes):
             return Prefetch(self.view(buffer))
         return None
 

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
 
 from ..formats.logdir import PartitionDir, Segment
+from ..native import bulk_scan
 from .partition import PartitionOutcome, partition_outcome
 from .segment import check_segment
 
@@ -67,9 +68,11 @@ class PartitionPool:
         self.processes, self.connections = [], {}
         self.finished: set[int] = set()
         """Workers whose pipe has closed: every outcome they sent has been received."""
+        bulk_scan.SCANNING_PROCESSES = workers + 1  # this one too
         for number in range(1, workers + 1):
             receiving, sending = context.Pipe(duplex=False)
-            process = context.Process(target=_work, args=(jobs, deep, self.claims, self.owners, number, sending),
+            process = context.Process(target=_work, args=(jobs, deep, self.claims, self.owners, number, sending,
+                                                          workers + 1),
                                       daemon=True, name=f"kafkalog-verify-{number}")
             process.start()
             sending.close()  # the worker's end: once it exits, reading ours ends
@@ -121,6 +124,7 @@ class PartitionPool:
         for connection in self.connections:
             connection.close()
         self.connections.clear()
+        bulk_scan.SCANNING_PROCESSES = 1
 
 
 def _start_method() -> str:
@@ -132,12 +136,12 @@ def _start_method() -> str:
     return "spawn"
 
 
-def _work(jobs: list[PartitionJob], deep: bool, claims, owners, number: int, results: Connection) -> None:
+def _work(jobs: list[PartitionJob], deep: bool, claims, owners, number: int, results: Connection,
+          processes: int) -> None:
     """A worker: take jobs from the back until the ends meet, sending each one's outcome."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the caller's to handle; it stops us
-    from ..native import bulk_scan
-
     bulk_scan.TELL_BUILDING = False  # the process the user started says it
+    bulk_scan.SCANNING_PROCESSES = processes  # (a spawned worker starts with the module's own)
     while True:
         with claims.get_lock():
             front, back = claims[0], claims[1]
