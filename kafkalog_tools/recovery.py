@@ -248,62 +248,73 @@ class ProducerState:
     def replay_rows(self, columns, last, rows: list[int],
                     slow: Callable[[int], tuple[bool, "AbortedTxn | None"]]) -> tuple[int | None, list, list[int]]:
         """`apply` on these rows of a run (`plan_run`'s `apart`), in order, read from the columns:
-        transactional data batches and the markers the kernel read (`MARKER`). A row that `apply`
-        could report or raise on (an epoch or sequence out of order, a coordinator epoch that
-        decreased, a non-transactional batch in an open transaction), or that is some other control
-        batch, goes to `slow(row)`, which replays it as a batch and says whether to go on, and what
-        transaction it aborted. Returns the row `slow` stopped at (None: all done), the aborted
-        transactions in order, and the rows of the ABORT markers replayed here."""
+        transactional data batches and the markers the kernel read (`MARKER`), replayed by the
+        compiled `replay_transactional`. A row that `apply` could report or raise on (an epoch or
+        sequence out of order, a coordinator epoch that decreased, a non-transactional batch in an
+        open transaction), or that is some other control batch, goes to `slow(row)`, which replays it
+        as a batch and says whether to go on, and what transaction it aborted; so does every row where
+        the kernels are not loaded (a Spark driver replaying its executors' runs). Returns the row
+        `slow` stopped at (None: all done), the aborted transactions in order, and the rows of the
+        ABORT markers replayed here."""
+        import numpy as np
+
         k = bulk_scan
-        picked = columns[[k.BASE_OFFSET, k.PRODUCER_ID, k.PRODUCER_EPOCH, k.BASE_SEQUENCE, k.ATTRIBUTES,
-                          k.MAX_TIMESTAMP, k.BASE_TIMESTAMP, k.MARKER, k.COORDINATOR_EPOCH]][:, rows]
-        last_sequences = k.last_sequences(picked[3], columns[k.LAST_OFFSET_DELTA, rows]).tolist()
-        producers, ongoing, aborted, abort_rows = self.producers, self.ongoing, [], []
-        own: dict[int, ProducerStatus] = {}  # statuses made here, changed in place (`saved` keeps the old ones)
-        for row, last_offset, last_sequence, (base, producer_id, epoch, base_sequence, attributes, max_timestamp,
-                                              base_timestamp, marker, coordinator_epoch) in zip(
-                rows, last[rows].tolist(), last_sequences, zip(*picked.tolist())):
-            status = producers.get(producer_id)
-            if status is None or own.get(producer_id) is not status:
-                status = ProducerStatus(producer_id) if status is None else status.copy()
-            if attributes & ATTR_CONTROL:
-                fast = (marker != k.NOT_A_MARKER and epoch >= status.epoch
-                        and status.coordinator_epoch <= coordinator_epoch)
-            else:
-                transactional = attributes & ATTR_TRANSACTIONAL != 0
-                fast = (epoch >= status.epoch and (transactional or status.current_txn_first_offset is None)
-                        and _in_sequence(status, epoch, base_sequence))
-            if not fast:
-                go_on, txn = slow(row)
-                if not go_on:
-                    return row, aborted, abort_rows
-                if txn is not None:
-                    aborted.append(txn)
-                continue
-            producers[producer_id] = own[producer_id] = status
-            if epoch != status.epoch:
-                status.set_epoch(epoch)
-            if not attributes & ATTR_CONTROL:
-                status.last_sequence, status.last_offset = last_sequence, last_offset
-                status.offset_delta, status.last_timestamp = last_offset - base, max_timestamp
-                if status.current_txn_first_offset is None and transactional:
-                    status.current_txn_first_offset = base
-                    ongoing[base] = producer_id
-                continue
-            first_offset = status.current_txn_first_offset
-            status.coordinator_epoch, status.current_txn_first_offset = coordinator_epoch, None
-            status.last_timestamp = base_timestamp  # the marker record's: deltas 0
-            is_abort = CONTROL_TYPES[marker] == "ABORT"
-            if is_abort:
-                abort_rows.append(row)
-            if first_offset is None:
-                continue
-            last_stable_offset = self.last_stable_offset(producer_id, base)
-            ongoing.pop(first_offset, None)
-            if is_abort:
-                aborted.append(AbortedTxn(txn_index.CURRENT_VERSION, producer_id, first_offset, base,
-                                          last_stable_offset))
+        kernel = k.kernel()
+        rows = np.asarray(rows, dtype=np.int64)
+        picked = columns[[k.BASE_OFFSET, k.PRODUCER_EPOCH, k.BASE_SEQUENCE, k.LAST_OFFSET_DELTA, k.ATTRIBUTES,
+                          k.MAX_TIMESTAMP, k.BASE_TIMESTAMP, k.MARKER, k.COORDINATOR_EPOCH, k.PRODUCER_ID]][:, rows]
+        batches = np.empty((len(k.REPLAY_FIELDS), len(rows)), dtype=np.int64)
+        batches[[k.RP_BASE_OFFSET, k.RP_EPOCH, k.RP_BASE_SEQUENCE]] = picked[:3]
+        batches[k.RP_LAST_OFFSET] = last[rows]
+        batches[k.RP_LAST_SEQUENCE] = k.last_sequences(picked[2], picked[3])
+        batches[[k.RP_ATTRIBUTES, k.RP_MAX_TIMESTAMP, k.RP_BASE_TIMESTAMP, k.RP_MARKER, k.RP_COORDINATOR_EPOCH]] = picked[4:9]
+        producer_ids, batches[k.RP_PRODUCER] = np.unique(picked[9], return_inverse=True)
+        aborted, abort_rows, start = [], [], 0
+        while start < len(rows):
+            stop = start if kernel is None else self._replay_compiled(kernel, batches, start, producer_ids, aborted,
+                                                                       abort_rows, rows)
+            if stop == len(rows):
+                break
+            go_on, txn = slow(int(rows[stop]))
+            if not go_on:
+                return int(rows[stop]), aborted, abort_rows
+            if txn is not None:
+                aborted.append(txn)
+            start = stop + 1
         return None, aborted, abort_rows
+
+    def _replay_compiled(self, kernel, batches, start: int, producer_ids, aborted: list, abort_rows: list[int],
+                         rows) -> int:
+        """`replay_transactional` from batch `start` up to the first it leaves to `apply` (returned),
+        with this state's producers and open transactions, which it then moves as it moved them."""
+        import numpy as np
+
+        k = bulk_scan
+        producers = np.empty((len(k.PRODUCER_FIELDS), len(producer_ids)), dtype=np.int64)
+        for column, producer_id in enumerate(producer_ids.tolist()):
+            status = self.producers.get(producer_id) or ProducerStatus(producer_id)
+            producers[:, column] = (producer_id, status.epoch, status.coordinator_epoch, status.last_timestamp,
+                                    status.current_txn_first_offset is not None, status.current_txn_first_offset or 0,
+                                    status.last_sequence, status.last_offset, status.offset_delta, 0)
+        count = len(rows) - start
+        ongoing = np.empty((len(k.ONGOING_FIELDS), len(self.ongoing) + count), dtype=np.int64)
+        ongoing[:, :len(self.ongoing)] = (list(self.ongoing), list(self.ongoing.values()), [1] * len(self.ongoing))
+        found, abort_markers = np.empty((len(k.ABORTED_FIELDS), len(rows)), dtype=np.int64), np.empty(len(rows), np.int64)
+        state = np.zeros(k.REPLAY_STATE, dtype=np.int64)
+        state[k.REPLAY_ONGOING] = len(self.ongoing)
+        stop = kernel.replay_transactional(batches, start, producers, ongoing, found, abort_markers, state)
+        for (producer_id, epoch, coordinator_epoch, timestamp, in_transaction, first_offset, sequence, offset,
+             delta, _) in producers[:, producers[k.P_REPLAYED] == 1].T.tolist():
+            self.producers[producer_id] = ProducerStatus(producer_id, epoch, coordinator_epoch, timestamp,
+                                                         first_offset if in_transaction else None, sequence, offset,
+                                                         delta)
+        still_open = ongoing[:, :state[k.REPLAY_ONGOING]]
+        self.ongoing.clear()
+        self.ongoing.update(zip(*still_open[:2, still_open[k.O_OPEN] == 1].tolist()))
+        aborted.extend(AbortedTxn(txn_index.CURRENT_VERSION, *txn)
+                       for txn in found[:, :state[k.REPLAY_ABORTED]].T.tolist())
+        abort_rows.extend(rows[abort_markers[:state[k.REPLAY_ABORT_MARKERS]]].tolist())
+        return stop
 
     def saved(self) -> tuple[dict, dict]:
         """What `restore` needs to undo `apply` and `commit_run` (neither changes a ProducerStatus

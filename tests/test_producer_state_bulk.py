@@ -149,6 +149,24 @@ def test_verify_moves_producers_in_bulk_as_batch_by_batch(monkeypatch, partition
     assert sum(1 for apart, plain in runs_planned if apart and plain) > 20, runs_planned
 
 
+def test_runs_replayed_without_the_kernels_move_producers_as_batch_by_batch(monkeypatch, partitions):
+    """Stage 2 may replay runs where the kernels are not loaded (a Spark driver replaying what its
+    executors read): every row kept apart then goes through `apply`, with the same findings."""
+    from kafkalog_tools.native import bulk_scan
+
+    replay_rows, replayed = ProducerState.replay_rows, []
+
+    def without_kernels(self, *arguments):
+        with monkeypatch.context() as patched:
+            patched.setattr(bulk_scan, "kernel", lambda: None)
+            replayed.append(len(arguments[2]))
+            return replay_rows(self, *arguments)
+
+    monkeypatch.setattr(ProducerState, "replay_rows", without_kernels)
+    verify_both_ways(monkeypatch, [str(p) for p in partitions[:15]], True)
+    assert sum(replayed) > 500, replayed
+
+
 def test_recovery_moves_producers_in_bulk_as_batch_by_batch(monkeypatch, partitions, runs_planned):
     outcomes = [recover_both_ways(monkeypatch, log, interval)
                 for partition in partitions for log in sorted(partition.glob("*.log")) for interval in (0, 4096)]

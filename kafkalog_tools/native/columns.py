@@ -50,6 +50,32 @@ FIELD_AT = _field_offsets()
 RECOVERY_STATE = 10
 
 
+# replay_transactional (`recovery.ProducerState.replay_rows`): the batches replayed, the producers
+# they move and the open transactions, a column each; and the state carried from call to call
+REPLAY_FIELDS = ("base_offset", "last_offset", "epoch", "base_sequence", "last_sequence", "attributes",
+                 "max_timestamp", "base_timestamp", "marker", "coordinator_epoch", "producer")
+"""A batch replayed, as `apply` reads it: `marker` and `coordinator_epoch` as the scan read them
+(`COLUMNS`), `producer` its producer's column in the producers' array."""
+(RP_BASE_OFFSET, RP_LAST_OFFSET, RP_EPOCH, RP_BASE_SEQUENCE, RP_LAST_SEQUENCE, RP_ATTRIBUTES, RP_MAX_TIMESTAMP,
+ RP_BASE_TIMESTAMP, RP_MARKER, RP_COORDINATOR_EPOCH, RP_PRODUCER) = range(len(REPLAY_FIELDS))
+PRODUCER_FIELDS = ("producer_id", "epoch", "coordinator_epoch", "last_timestamp", "in_transaction",
+                   "transaction_first_offset", "last_sequence", "last_offset", "offset_delta", "replayed")
+"""A `recovery.ProducerStatus`: `in_transaction` 1 where its current_txn_first_offset is set (then
+`transaction_first_offset`); `replayed` 1 once a batch of the call has moved it."""
+(P_PRODUCER_ID, P_EPOCH, P_COORDINATOR_EPOCH, P_LAST_TIMESTAMP, P_IN_TRANSACTION, P_TRANSACTION_FIRST_OFFSET,
+ P_LAST_SEQUENCE, P_LAST_OFFSET, P_OFFSET_DELTA, P_REPLAYED) = range(len(PRODUCER_FIELDS))
+ONGOING_FIELDS = ("first_offset", "producer_id", "open")
+"""`ProducerState.ongoing`'s entries in its order, then those the call opens; `open` 0 once closed."""
+(O_FIRST_OFFSET, O_PRODUCER_ID, O_OPEN) = range(len(ONGOING_FIELDS))
+ABORTED_FIELDS = ("producer_id", "first_offset", "last_offset", "last_stable_offset")
+"""An aborted transaction, as the `.txnindex` entry `AbortedTxn` holds it."""
+(A_PRODUCER_ID, A_FIRST_OFFSET, A_LAST_OFFSET, A_LAST_STABLE_OFFSET) = range(len(ABORTED_FIELDS))
+(REPLAY_ONGOING, REPLAY_ABORTED, REPLAY_ABORT_MARKERS) = range(3)
+"""replay_transactional's state: open transaction columns in use, aborted transactions written, and
+ABORT markers replayed (their batches written to `abort_markers`)."""
+REPLAY_STATE = 3
+
+
 # ---------------------------------------------------------------------------------------------
 # dump: records decoded into columns (kernels.decode_each)
 # ---------------------------------------------------------------------------------------------

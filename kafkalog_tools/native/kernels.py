@@ -28,6 +28,13 @@ from .columns import (ATTRIBUTES, BASE_OFFSET, BASE_SEQUENCE, BASE_TIMESTAMP, CH
                       RECORD_COLUMNS, RECOVERY_STATE, R_FIRST_HEADER, R_HEADER_COUNT, R_KEY_LENGTH, R_KEY_START,
                       R_OFFSET, R_SEQUENCE, R_SIZE, R_TIMESTAMP, R_VALUE_LENGTH, R_VALUE_START, SIZE,
                       SMALLEST_LEGACY_ENTRY, TIME_ENTRIES, VALID_BYTES)
+from .columns import (ABORTED_FIELDS, A_FIRST_OFFSET, A_LAST_OFFSET, A_LAST_STABLE_OFFSET, A_PRODUCER_ID,
+                      ONGOING_FIELDS, O_FIRST_OFFSET, O_OPEN, O_PRODUCER_ID, PRODUCER_FIELDS, P_COORDINATOR_EPOCH,
+                      P_EPOCH, P_IN_TRANSACTION, P_LAST_OFFSET, P_LAST_SEQUENCE, P_LAST_TIMESTAMP, P_OFFSET_DELTA,
+                      P_PRODUCER_ID, P_REPLAYED, P_TRANSACTION_FIRST_OFFSET, REPLAY_ABORTED, REPLAY_ABORT_MARKERS,
+                      REPLAY_FIELDS, REPLAY_ONGOING, REPLAY_STATE, RP_ATTRIBUTES, RP_BASE_OFFSET, RP_BASE_SEQUENCE,
+                      RP_BASE_TIMESTAMP, RP_COORDINATOR_EPOCH, RP_EPOCH, RP_LAST_OFFSET, RP_LAST_SEQUENCE,
+                      RP_MARKER, RP_MAX_TIMESTAMP, RP_PRODUCER)
 from .columns import (B_ATTRIBUTES, B_BASE_TIMESTAMP, B_COUNT, B_IN_PAYLOADS, B_LAST_OFFSET, B_MAGIC, B_POSITION,
                       DUMPLOG_TEXTS, D_BATCH, D_CODEC, D_CONTROL_TYPE, D_FALSE, D_KEY, D_LEGACY, D_MARKER,
                       D_OPTIONAL, D_PAYLOAD, D_RECORD, D_TIMESTAMP_TYPE, D_TRUE, RENDER_BATCH, RENDER_RECORD,
@@ -600,6 +607,94 @@ def recovery_index(columns, start, stop, state, offset_entries, time_entries):
         state[MAX_TIMESTAMP_SO_FAR], state[OFFSET_OF_MAX_TIMESTAMP] = max_timestamp, offset_of_max
         state[VALID_BYTES] += columns[SIZE, row]
     return stop
+
+
+_ABORT = 0
+"""The control type of an ABORT marker (`formats.control.CONTROL_TYPES`)."""
+
+
+@_jit
+def _in_sequence(status_epoch, status_last_sequence, epoch, base_sequence):
+    """`recovery._in_sequence`: whether a data batch follows its producer's last one."""
+    if status_epoch < 0 or base_sequence < 0:
+        return True
+    if epoch != status_epoch:
+        return base_sequence == 0
+    return status_last_sequence < 0 or base_sequence == (0 if status_last_sequence == _INT32_MAX
+                                                         else status_last_sequence + 1)
+
+
+@_jit
+def replay_transactional(batches, start, producers, ongoing, aborted, abort_markers, state):
+    """`ProducerState.replay_rows` over the batches (`REPLAY_FIELDS`) from `start`: what `apply` does
+    to the producers (`PRODUCER_FIELDS`) and the open transactions (`ONGOING_FIELDS`, `state` saying
+    how many columns are used) for transactional data batches and the markers the scan read. The
+    transactions an ABORT marker ends go to `aborted`, with the last stable offset it had (the first
+    offset of the earliest transaction another producer has open, else the offset after the marker);
+    every ABORT marker's batch to `abort_markers`. Stops before a batch `apply` could report or raise
+    on (an epoch or sequence out of order, a coordinator epoch that decreased, a non-transactional
+    batch in an open transaction, another control batch) and returns it; else the batch count."""
+    for i in range(start, batches.shape[1]):
+        p = batches[RP_PRODUCER, i]
+        epoch, attributes, base = batches[RP_EPOCH, i], batches[RP_ATTRIBUTES, i], batches[RP_BASE_OFFSET, i]
+        control = attributes & ATTR_CONTROL != 0
+        marker, coordinator_epoch = batches[RP_MARKER, i], batches[RP_COORDINATOR_EPOCH, i]
+        if epoch < producers[P_EPOCH, p]:
+            return i
+        if control:
+            if marker == NOT_A_MARKER or producers[P_COORDINATOR_EPOCH, p] > coordinator_epoch:
+                return i
+        elif ((attributes & ATTR_TRANSACTIONAL == 0 and producers[P_IN_TRANSACTION, p] != 0)
+              or not _in_sequence(producers[P_EPOCH, p], producers[P_LAST_SEQUENCE, p], epoch,
+                                  batches[RP_BASE_SEQUENCE, i])):
+            return i
+        producers[P_REPLAYED, p] = 1
+        if epoch != producers[P_EPOCH, p]:  # a new epoch forgets the old one's batch metadata
+            producers[P_EPOCH, p] = epoch
+            producers[P_LAST_SEQUENCE, p], producers[P_LAST_OFFSET, p], producers[P_OFFSET_DELTA, p] = -1, -1, 0
+        if not control:
+            last = batches[RP_LAST_OFFSET, i]
+            producers[P_LAST_SEQUENCE, p], producers[P_LAST_OFFSET, p] = batches[RP_LAST_SEQUENCE, i], last
+            producers[P_OFFSET_DELTA, p], producers[P_LAST_TIMESTAMP, p] = last - base, batches[RP_MAX_TIMESTAMP, i]
+            if producers[P_IN_TRANSACTION, p] == 0 and attributes & ATTR_TRANSACTIONAL != 0:
+                producers[P_IN_TRANSACTION, p], producers[P_TRANSACTION_FIRST_OFFSET, p] = 1, base
+                _open_transaction(ongoing, state, base, producers[P_PRODUCER_ID, p])
+            continue
+        in_transaction, first_offset = producers[P_IN_TRANSACTION, p], producers[P_TRANSACTION_FIRST_OFFSET, p]
+        producers[P_COORDINATOR_EPOCH, p], producers[P_IN_TRANSACTION, p] = coordinator_epoch, 0
+        producers[P_LAST_TIMESTAMP, p] = batches[RP_BASE_TIMESTAMP, i]  # the marker record's: deltas 0
+        if marker == _ABORT:
+            abort_markers[state[REPLAY_ABORT_MARKERS]] = i
+            state[REPLAY_ABORT_MARKERS] += 1
+        if in_transaction == 0:
+            continue
+        producer_id, last_stable_offset, other = producers[P_PRODUCER_ID, p], base + 1, False
+        for o in range(state[REPLAY_ONGOING]):
+            if ongoing[O_OPEN, o] == 1:
+                if ongoing[O_PRODUCER_ID, o] != producer_id and (not other or ongoing[O_FIRST_OFFSET, o]
+                                                                 < last_stable_offset):
+                    last_stable_offset, other = ongoing[O_FIRST_OFFSET, o], True
+                if ongoing[O_FIRST_OFFSET, o] == first_offset:
+                    ongoing[O_OPEN, o] = 0
+        if marker == _ABORT:
+            a = state[REPLAY_ABORTED]
+            aborted[A_PRODUCER_ID, a], aborted[A_FIRST_OFFSET, a] = producer_id, first_offset
+            aborted[A_LAST_OFFSET, a], aborted[A_LAST_STABLE_OFFSET, a] = base, last_stable_offset
+            state[REPLAY_ABORTED] += 1
+    return batches.shape[1]
+
+
+@_jit
+def _open_transaction(ongoing, state, first_offset, producer_id):
+    """`ongoing[first_offset] = producer_id`: the open entry of that first offset changes owner, else
+    a new one follows the others."""
+    for o in range(state[REPLAY_ONGOING]):
+        if ongoing[O_OPEN, o] == 1 and ongoing[O_FIRST_OFFSET, o] == first_offset:
+            ongoing[O_PRODUCER_ID, o] = producer_id
+            return
+    o = state[REPLAY_ONGOING]
+    ongoing[O_FIRST_OFFSET, o], ongoing[O_PRODUCER_ID, o], ongoing[O_OPEN, o] = first_offset, producer_id, 1
+    state[REPLAY_ONGOING] += 1
 
 
 # dump: `decode_records` into columns (bulk_scan.RECORD_COLUMNS, HEADER_COLUMNS)
@@ -1740,6 +1835,16 @@ def _recovery_entry(columns, capacity, start, stop, state, offset_entries, time_
                           carray(offset_entries, (2, width)), carray(time_entries, (2, width)))
 
 
+@njit(_I64(_LONGS, _I64, _I64, _LONGS, _I64, _LONGS, _I64, _LONGS, _LONGS, _LONGS), nogil=True)
+def _replay_entry(batches, count, start, producers, producer_count, ongoing, ongoing_capacity, aborted,
+                  abort_markers, state):
+    return replay_transactional(carray(batches, (len(REPLAY_FIELDS), count)), start,
+                                carray(producers, (len(PRODUCER_FIELDS), producer_count)),
+                                carray(ongoing, (len(ONGOING_FIELDS), ongoing_capacity)),
+                                carray(aborted, (len(ABORTED_FIELDS), count)), carray(abort_markers, (count,)),
+                                carray(state, (REPLAY_STATE,)))
+
+
 @njit(_I64(_BYTES, _I64, _BYTES, _I64, _LONGS, _I64, _I64, _I64, _LONGS, _LONGS, _LONGS, _LONGS, _I64,
            _LONGS, _I64, _I64, _LONGS, _I64, _I64, _LONGS), nogil=True)
 def _decode_entry(segment, segment_length, payloads, payloads_length, columns, capacity, row, stop, starts, ends,
@@ -1806,7 +1911,7 @@ def _dumplog_entry(segment, segment_length, payloads, payloads_length, batches, 
 
 
 ENTRIES = {"scan": _scan_entry, "scan_legacy": _scan_legacy_entry, "agree_each": _agree_entry, "recovery_index": _recovery_entry,
-           "decode_each": _decode_entry, "decode_legacy_each": _decode_legacy_entry,
+           "replay_transactional": _replay_entry, "decode_each": _decode_entry, "decode_legacy_each": _decode_legacy_entry,
            "lz4_each": _lz4_entry, "render_each": _render_entry,
            "render_dumplog_each": _dumplog_entry}
 """The object's exported functions, each named `kafkalog_<key>`."""

@@ -19,8 +19,9 @@ import os
 import numpy as np
 
 from . import cache, elf_object
-from .columns import (B_MAGIC, CAPACITY, COLUMNS, DUMPLOG_TEXTS, HEADER_COLUMNS, LEGACY_RECORD_COLUMNS, RECORD_COLUMNS,
-                      RECOVERY_STATE, RENDER_BATCH, RENDER_RECORD, RENDER_STATE, RUN_BATCH_FIELDS, TEXTS)
+from .columns import (ABORTED_FIELDS, B_MAGIC, CAPACITY, COLUMNS, DUMPLOG_TEXTS, HEADER_COLUMNS, LEGACY_RECORD_COLUMNS,
+                      ONGOING_FIELDS, PRODUCER_FIELDS, RECORD_COLUMNS, RECOVERY_STATE, RENDER_BATCH, RENDER_RECORD,
+                      RENDER_STATE, REPLAY_FIELDS, REPLAY_ONGOING, REPLAY_STATE, RP_PRODUCER, RUN_BATCH_FIELDS, TEXTS)
 
 _ENTRY_PREFIX = "kafkalog_"
 
@@ -106,6 +107,7 @@ _SIGNATURES = {  # kernels.ENTRIES, in their argument order
     "scan_legacy": (_POINTER, _I64, _I64, _I64, _I64, _I64, _POINTER, _I64, _POINTER),
     "agree_each": (_POINTER, _I64, _POINTER, _POINTER, _I64, _POINTER, _I64),
     "recovery_index": (_POINTER, _I64, _I64, _I64, _POINTER, _POINTER, _POINTER, _I64),
+    "replay_transactional": (_POINTER, _I64, _I64, _POINTER, _I64, _POINTER, _I64, _POINTER, _POINTER, _POINTER),
     "decode_each": (_POINTER, _I64, _POINTER, _I64, _POINTER, _I64, _I64, _I64, _POINTER, _POINTER, _POINTER,
                     _POINTER, _I64, _POINTER, _I64, _I64, _POINTER, _I64, _I64, _POINTER),
     "decode_legacy_each": (_POINTER, _I64, _POINTER, _I64, _POINTER, _I64, _I64, _I64, _POINTER, _POINTER, _POINTER,
@@ -212,6 +214,23 @@ class NativeKernel:
                           int(stop), _address(state, np.int64, writable=True),
                           _address(offset_entries, np.int64, 2, True), _address(time_entries, np.int64, 2, True),
                           width)
+
+    def replay_transactional(self, batches, start: int, producers, ongoing, aborted, abort_markers, state) -> int:
+        """kernels.replay_transactional: the batch it stopped before, or the batch count."""
+        count = batches.shape[1]
+        if not (batches.shape[0] == len(REPLAY_FIELDS) and 0 <= start <= count and producers.shape[0] == len(
+                PRODUCER_FIELDS) and ongoing.shape[0] == len(ONGOING_FIELDS) and aborted.shape == (
+                len(ABORTED_FIELDS), count) and abort_markers.size == count and state.size == REPLAY_STATE
+                and 0 <= state[REPLAY_ONGOING] <= ongoing.shape[1] - count + start
+                and batches[RP_PRODUCER, start:].min(initial=0) >= 0
+                and batches[RP_PRODUCER, start:].max(initial=-1) < producers.shape[1]):
+            raise ValueError(f"bulk kernel: replay_transactional of batches {start}..{count} with "
+                             f"{producers.shape[1]} producers and room for {ongoing.shape[1]} transactions")
+        return self._call("replay_transactional", _address(batches, np.int64, len(REPLAY_FIELDS)), count, int(start),
+                          _address(producers, np.int64, len(PRODUCER_FIELDS), True), producers.shape[1],
+                          _address(ongoing, np.int64, len(ONGOING_FIELDS), True), ongoing.shape[1],
+                          _address(aborted, np.int64, len(ABORTED_FIELDS), True),
+                          _address(abort_markers, np.int64, writable=True), _address(state, np.int64, writable=True))
 
     def decode_each(self, segment, payloads, columns, row: int, stop: int, starts, ends, in_payloads, first_record,
                     records, n: int, headers, h: int) -> tuple[int, int, int]:
