@@ -31,7 +31,7 @@ from .formats import offset_index, producer_snapshot, time_index, txn_index
 from .formats.index_file import read_index_bytes
 from .schema import derive_struct, struct_fields
 from .formats.batch import INT32_MAX, Batch, java_long
-from .formats.control import CONTROL_TYPES, NullControlFieldError
+from .formats.control import NullControlFieldError
 from .formats.logdir import LOCAL, LocalFiles, LogDir, PartitionDir, Segment, classify, read_partition_dir
 from .native import bulk_scan
 from .formats.record_batch import (ATTR_CONTROL, ATTR_TRANSACTIONAL, HEADER, HEADER_SIZE, RecordBatchV2,
