@@ -267,7 +267,8 @@ class ProducerState:
         batches[[k.RP_BASE_OFFSET, k.RP_EPOCH, k.RP_BASE_SEQUENCE]] = picked[:3]
         batches[k.RP_LAST_OFFSET] = last[rows]
         batches[k.RP_LAST_SEQUENCE] = k.last_sequences(picked[2], picked[3])
-        batches[[k.RP_ATTRIBUTES, k.RP_MAX_TIMESTAMP, k.RP_BASE_TIMESTAMP, k.RP_MARKER, k.RP_COORDINATOR_EPOCH]] = picked[4:9]
+        batches[[k.RP_ATTRIBUTES, k.RP_MAX_TIMESTAMP, k.RP_BASE_TIMESTAMP, k.RP_MARKER,
+                 k.RP_COORDINATOR_EPOCH]] = picked[4:9]
         producer_ids, batches[k.RP_PRODUCER] = np.unique(picked[9], return_inverse=True)
         aborted, abort_rows, start = [], [], 0
         while start < len(rows):
@@ -299,7 +300,8 @@ class ProducerState:
         count = len(rows) - start
         ongoing = np.empty((len(k.ONGOING_FIELDS), len(self.ongoing) + count), dtype=np.int64)
         ongoing[:, :len(self.ongoing)] = (list(self.ongoing), list(self.ongoing.values()), [1] * len(self.ongoing))
-        found, abort_markers = np.empty((len(k.ABORTED_FIELDS), len(rows)), dtype=np.int64), np.empty(len(rows), np.int64)
+        found = np.empty((len(k.ABORTED_FIELDS), len(rows)), dtype=np.int64)
+        abort_markers = np.empty(len(rows), dtype=np.int64)
         state = np.zeros(k.REPLAY_STATE, dtype=np.int64)
         state[k.REPLAY_ONGOING] = len(self.ongoing)
         stop = kernel.replay_transactional(batches, start, producers, ongoing, found, abort_markers, state)

@@ -1911,7 +1911,8 @@ def _dumplog_entry(segment, segment_length, payloads, payloads_length, batches, 
 
 
 ENTRIES = {"scan": _scan_entry, "scan_legacy": _scan_legacy_entry, "agree_each": _agree_entry, "recovery_index": _recovery_entry,
-           "replay_transactional": _replay_entry, "decode_each": _decode_entry, "decode_legacy_each": _decode_legacy_entry,
+           "replay_transactional": _replay_entry,
+           "decode_each": _decode_entry, "decode_legacy_each": _decode_legacy_entry,
            "lz4_each": _lz4_entry, "render_each": _render_entry,
            "render_dumplog_each": _dumplog_entry}
 """The object's exported functions, each named `kafkalog_<key>`."""
