@@ -38,7 +38,7 @@ from .formats.record_batch import (ATTR_CONTROL, ATTR_TRANSACTIONAL, HEADER, HEA
                                    VarintTooLongError, parse_batch)
 from .formats.segment import HEADER_SIZE_UP_TO_MAGIC as SEGMENT_HEADER_UP_TO_MAGIC, LOG_OVERHEAD, MIN_ENTRY_SIZE
 from .formats.segment import BadEntry, SegmentFile, Stop, offset_from_name
-from .formats.txn_index import AbortedTxn
+from .formats.txn_index import AbortedTxn, AbortedTxns
 
 DEFAULT_INDEX_INTERVAL_BYTES = 4096  # log.index.interval.bytes
 PROGRESS_STEP = 8 << 20
@@ -246,7 +246,7 @@ class ProducerState:
                                                     timestamp, None, sequence, offset, delta)
 
     def replay_rows(self, columns, last, rows: list[int],
-                    slow: Callable[[int], tuple[bool, "AbortedTxn | None"]]) -> tuple[int | None, list, list[int]]:
+                    slow: Callable[[int], tuple[bool, "AbortedTxn | None"]]) -> tuple[int | None, AbortedTxns, object]:
         """`apply` on these rows of a run (`plan_run`'s `apart`), in order, read from the columns:
         transactional data batches and the markers the kernel read (`MARKER`), replayed by the
         compiled `replay_transactional`. A row that `apply` could report or raise on (an epoch or
@@ -255,7 +255,7 @@ class ProducerState:
         as a batch and says whether to go on, and what transaction it aborted; so does every row where
         the kernels are not loaded (a Spark driver replaying its executors' runs). Returns the row
         `slow` stopped at (None: all done), the aborted transactions in order, and the rows of the
-        ABORT markers replayed here."""
+        ABORT markers replayed here (an int64 array)."""
         import numpy as np
 
         k = bulk_scan
@@ -270,7 +270,7 @@ class ProducerState:
         batches[[k.RP_ATTRIBUTES, k.RP_MAX_TIMESTAMP, k.RP_BASE_TIMESTAMP, k.RP_MARKER,
                  k.RP_COORDINATOR_EPOCH]] = picked[4:9]
         producer_ids, batches[k.RP_PRODUCER] = np.unique(picked[9], return_inverse=True)
-        aborted, abort_rows, start = [], [], 0
+        aborted, abort_rows, start = AbortedTxns(), [], 0
         while start < len(rows):
             stop = start if kernel is None else self._replay_compiled(kernel, batches, start, producer_ids, aborted,
                                                                        abort_rows, rows)
@@ -278,25 +278,25 @@ class ProducerState:
                 break
             go_on, txn = slow(int(rows[stop]))
             if not go_on:
-                return int(rows[stop]), aborted, abort_rows
+                return int(rows[stop]), aborted, np.concatenate(abort_rows or [rows[:0]])
             if txn is not None:
                 aborted.append(txn)
             start = stop + 1
-        return None, aborted, abort_rows
+        return None, aborted, np.concatenate(abort_rows or [rows[:0]])
 
-    def _replay_compiled(self, kernel, batches, start: int, producer_ids, aborted: list, abort_rows: list[int],
+    def _replay_compiled(self, kernel, batches, start: int, producer_ids, aborted: AbortedTxns, abort_rows: list,
                          rows) -> int:
         """`replay_transactional` from batch `start` up to the first it leaves to `apply` (returned),
         with this state's producers and open transactions, which it then moves as it moved them."""
         import numpy as np
 
         k = bulk_scan
-        producers = np.empty((len(k.PRODUCER_FIELDS), len(producer_ids)), dtype=np.int64)
-        for column, producer_id in enumerate(producer_ids.tolist()):
-            status = self.producers.get(producer_id) or ProducerStatus(producer_id)
-            producers[:, column] = (producer_id, status.epoch, status.coordinator_epoch, status.last_timestamp,
-                                    status.current_txn_first_offset is not None, status.current_txn_first_offset or 0,
-                                    status.last_sequence, status.last_offset, status.offset_delta, 0)
+        known = [self.producers.get(producer_id) or ProducerStatus(producer_id) for producer_id in producer_ids.tolist()]
+        producers = np.ascontiguousarray(np.array(
+            [(status.producer_id, status.epoch, status.coordinator_epoch, status.last_timestamp,
+              status.current_txn_first_offset is not None, status.current_txn_first_offset or 0, status.last_sequence,
+              status.last_offset, status.offset_delta, 0) for status in known],
+            dtype=np.int64).reshape(-1, len(k.PRODUCER_FIELDS)).T)
         count = len(rows) - start
         ongoing = np.empty((len(k.ONGOING_FIELDS), len(self.ongoing) + count), dtype=np.int64)
         ongoing[:, :len(self.ongoing)] = (list(self.ongoing), list(self.ongoing.values()), [1] * len(self.ongoing))
@@ -313,9 +313,8 @@ class ProducerState:
         still_open = ongoing[:, :state[k.REPLAY_ONGOING]]
         self.ongoing.clear()
         self.ongoing.update(zip(*still_open[:2, still_open[k.O_OPEN] == 1].tolist()))
-        aborted.extend(AbortedTxn(txn_index.CURRENT_VERSION, *txn)
-                       for txn in found[:, :state[k.REPLAY_ABORTED]].T.tolist())
-        abort_rows.extend(rows[abort_markers[:state[k.REPLAY_ABORT_MARKERS]]].tolist())
+        aborted.extend_columns(found[:, :state[k.REPLAY_ABORTED]])
+        abort_rows.append(rows[abort_markers[:state[k.REPLAY_ABORT_MARKERS]]])
         return stop
 
     def saved(self) -> tuple[dict, dict]:

@@ -13,15 +13,17 @@ from __future__ import annotations
 
 import dataclasses
 import random
+import shutil
 import sys
 from pathlib import Path
 
 import pytest
 
 from kafkalog_tools import codecs
-from kafkalog_tools.formats import producer_snapshot
+from kafkalog_tools.formats import producer_snapshot, txn_index
 from kafkalog_tools.formats.control import CONTROL_KEY, END_TXN_MARKER
 from kafkalog_tools.formats.record_batch import ATTR_CONTROL, ATTR_TRANSACTIONAL, build_batch, build_record
+from kafkalog_tools.native import bulk_scan
 from kafkalog_tools.recovery import ProducerState, ProducerStatus, Rebuild, RebuildOptions
 from kafkalog_tools.verify.partition import _SegmentReplay
 from tests.test_bulk_scan import recover_both_ways, verify_both_ways
@@ -341,3 +343,56 @@ def test_markers_read_by_the_kernel_rebuild_the_same_indexes(monkeypatch, tmp_pa
         list(Rebuild([partition], RebuildOptions(index_interval_bytes=1024, output_dir=target)))
         written.append({p.name: p.read_bytes() for p in sorted(target.rglob("*")) if p.is_file()})
     assert written[0] == written[1] and any(name.endswith(".txnindex") for name in written[0])
+
+
+def test_txn_indexes_compared_in_bulk_as_batch_by_batch(monkeypatch, partitions, tmp_path):
+    """Each segment's .txnindex against the aborted transactions and ABORT markers the replay
+    found, both ways: as rebuild-index writes them (where Kafka's recovery stops, the indexes after
+    disagree), with entries changed, dropped or added; and in partitions whose first segment is gone
+    (retention), where the producer state is not known and any ABORT marker of the segment explains
+    an entry."""
+    copies, changed = [_aborted_across_segments(tmp_path / "across-0")], 0
+    for partition in partitions:
+        shutil.copytree(partition, tmp_path / partition.name)
+        copies.append(tmp_path / partition.name)
+    monkeypatch.setenv(bulk_scan.MODE_VARIABLE, "never")
+    list(Rebuild([str(c) for c in copies], RebuildOptions(backup=False)))
+    for copy in [c for c in copies if len(list(c.glob("*.log"))) > 1]:
+        cut = shutil.copytree(copy, tmp_path / f"cut-{copy.name}")
+        for path in [*cut.glob(f"{0:020d}.*"), *cut.glob("*.snapshot")]:
+            path.unlink()
+        copies.append(cut)
+    written = sorted(tmp_path.glob("*/*.txnindex"))
+    assert sum(path.stat().st_size for path in written) > 100 * txn_index.ENTRY.size
+    rebuilt = verify_both_ways(monkeypatch, [str(c) for c in copies], deep=False)
+    explained = [f for f in rebuilt if "cut-across-0" in f["file"]]
+    assert explained and not [f for f in explained if f["code"].startswith("txnindex-")], explained
+    for path in written[::3]:
+        entries = txn_index.TransactionIndex(path).entries()
+        if len(entries) < 3:
+            continue
+        changed += 1
+        entries[0] = dataclasses.replace(entries[0], last_stable_offset=entries[0].last_stable_offset + 1)
+        del entries[1]
+        entries.append(dataclasses.replace(entries[-1], producer_id=424242, last_offset=entries[-1].last_offset + 1))
+        path.write_bytes(txn_index.build(entries))
+    assert changed > 3
+    damaged = verify_both_ways(monkeypatch, [str(c) for c in copies], deep=False)
+    codes = [[f["code"] for f in found if f["code"].startswith("txnindex-")] for found in (rebuilt, damaged)]
+    assert len(codes[1]) > len(codes[0]) + 2 * changed
+    assert {"txnindex-entry-mismatch", "txnindex-missing-abort", "txnindex-unknown-abort"} <= set(codes[1])
+
+
+def _aborted_across_segments(partition: Path) -> Path:
+    """A transaction of producer 7 whose one batch is in the first segment and whose ABORT marker
+    opens the second, among other producers' batches: once the first segment is gone, the ABORT
+    marker alone explains the .txnindex entry."""
+    partition.mkdir()
+    ids = dict(producer_epoch=0, partition_leader_epoch=0)
+    (partition / f"{0:020d}.log").write_bytes(build_batch(0, [build_record(0, 0, b"k", b"v")], producer_id=7,
+                                                          base_sequence=0, attributes=ATTR_TRANSACTIONAL, **ids))
+    batches = [build_batch(1, [_marker(0, 3)], producer_id=7, attributes=ATTR_TRANSACTIONAL | ATTR_CONTROL, **ids)]
+    batches += [build_batch(2 + n, [build_record(0, 0, b"k", b"v")], producer_id=8 + n % 3, base_sequence=n // 3,
+                            **ids) for n in range(30)]
+    (partition / f"{1:020d}.log").write_bytes(b"".join(batches))
+    return partition

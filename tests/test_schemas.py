@@ -585,3 +585,48 @@ def test_checkpoint_text_round_trips(epochs, offsets):
     assert checkpoint.parse(checkpoint.format_leader_epochs(epochs), 2, "x").entries == epochs
     text = checkpoint.format_offsets(offsets)
     assert {(t, int(n)): o for t, n, o in checkpoint.parse(text, 3, "x").entries} == offsets
+
+
+@EXAMPLES
+@given(entries=st.lists(st.tuples(st.integers(0, 255) | INT16, INT64, INT64, INT64, INT64), max_size=6),
+       tail=st.binary(max_size=33))
+def test_txn_index_columns_read_as_the_schema_and_kafka(entries, tail):
+    """The `.txnindex` read as columns (numpy, for verify) against the schema's parse: the same
+    fields, and Kafka's version check on each entry's first byte (the second is ignored)."""
+    from kafkalog_tools.errors import CorruptDataError
+
+    data = b"".join(txn_index.ENTRY_SCHEMA.build(dict(zip(("version",) + txn_index.COLUMNS, entry)))
+                    for entry in entries)
+    index = txn_index.TransactionIndex("/x/00000000000000000042.txnindex", data + tail)
+    parsed = [txn_index.ENTRY_SCHEMA.parse(data[i:i + 34]) for i in range(0, len(data), 34)]
+    unknown = [slot for slot, entry in enumerate(parsed) if (entry.version & 0xFFFF) >> 8 > 0]
+    if unknown:
+        with pytest.raises(CorruptDataError) as raised:
+            index.columns()
+        assert raised.value.position == unknown[0] * 34
+        assert f"version {(parsed[unknown[0]].version & 0xFFFF) >> 8} " in str(raised.value)
+        return
+    columns = index.columns()
+    for name in ("version",) + txn_index.COLUMNS:
+        assert columns[name].tolist() == [entry[name] for entry in parsed]
+    assert index.entries() == [txn_index.AbortedTxn(0, e.producer_id, e.first_offset, e.last_offset,
+                                                    e.last_stable_offset, slot * 34) for slot, e in enumerate(parsed)]
+
+
+def test_aborted_txns_keep_their_order_as_objects_and_as_columns():
+    import numpy as np
+
+    one = txn_index.AbortedTxn(0, 7, 10, 20, 5)
+    found = txn_index.AbortedTxns()
+    found.extend_columns(np.array([[1, 2], [100, 200], [110, 210], [90, 190]], dtype=np.int64))
+    found.append(one)
+    more = txn_index.AbortedTxns()
+    more.extend_columns(np.empty((4, 0), dtype=np.int64))
+    more.extend([txn_index.AbortedTxn(0, 3, 300, 310, 290)])
+    more.extend_columns(np.array([[4], [400], [410], [390]], dtype=np.int64))
+    found.extend(more)
+    expected = [txn_index.AbortedTxn(0, 1, 100, 110, 90), txn_index.AbortedTxn(0, 2, 200, 210, 190), one,
+                txn_index.AbortedTxn(0, 3, 300, 310, 290), txn_index.AbortedTxn(0, 4, 400, 410, 390)]
+    assert len(found) == 5 and list(found) == expected
+    assert found.columns().tolist() == [[getattr(t, name) for t in expected] for name in txn_index.COLUMNS]
+    assert txn_index.AbortedTxns().columns().shape == (4, 0) and not txn_index.AbortedTxns()

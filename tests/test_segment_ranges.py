@@ -43,7 +43,8 @@ def _facts(report) -> list:
 def _as_compared(report) -> tuple:
     return (report.counts, [(key, f.to_json()) for key, f in report.log_findings],
             [f.to_json() for f in report.index_findings], _facts(report),
-            report.tail and report.tail.to_json(), report.txn_entries, [f.to_json() for f in report.txn_findings])
+            report.tail and report.tail.to_json(), None if report.txn_entries is None else report.txn_entries.tolist(),
+            [f.to_json() for f in report.txn_findings])
 
 
 @pytest.mark.parametrize("bulk", ["always", "never"])

@@ -8,13 +8,14 @@ ignored. Quirk kept: Kafka reads the version from the first byte only.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 from construct import Int16sb, Int64sb, Struct
 
 from ..errors import CorruptDataError
 from ..schema import derive_struct
-from .index_file import read_index_bytes
+from .index_file import entry_dtype, read_index_bytes
 from .segment import offset_from_name
 
 ENTRY_SCHEMA = Struct(
@@ -26,6 +27,8 @@ ENTRY_SCHEMA = Struct(
 )
 ENTRY = derive_struct(ENTRY_SCHEMA)
 CURRENT_VERSION = 0
+COLUMNS = ("producer_id", "first_offset", "last_offset", "last_stable_offset")
+"""What an aborted transaction is, as columns (`AbortedTxns`, the index's `columns()`, the kernels')."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,19 +51,77 @@ class TransactionIndex:
 
     def entries(self) -> list[AbortedTxn]:
         """All aborted transactions; an unknown version is an error, as in Kafka."""
-        result = []
-        for slot in range(self.entry_count):
-            position = slot * ENTRY.size
-            _, producer_id, first, last, lso = ENTRY.unpack_from(self.data, position)
-            version = self.data[position]  # AbortedTxn.version() reads buffer.get(0)
-            if version > CURRENT_VERSION:
-                raise CorruptDataError(
-                    f"Unexpected aborted transaction version {version} in transaction index {self.path}, "
-                    f"current version is {CURRENT_VERSION}",
-                    path=self.path, position=position, expected=CURRENT_VERSION, actual=version,
-                )
-            result.append(AbortedTxn(version, producer_id, first, last, lso, position))
-        return result
+        return entries_of(self.columns())
+
+    def columns(self):
+        """The entries as a numpy structured array over the bytes (`ENTRY_SCHEMA`'s fields, no copy);
+        an unknown version is an error, as in Kafka."""
+        import numpy as np
+
+        count = self.entry_count
+        first_bytes = np.frombuffer(self.data, dtype=np.uint8, count=count * ENTRY.size)[::ENTRY.size]
+        unknown = np.flatnonzero(first_bytes > CURRENT_VERSION)  # AbortedTxn.version() reads buffer.get(0)
+        if len(unknown):
+            position, version = int(unknown[0]) * ENTRY.size, int(first_bytes[unknown[0]])
+            raise CorruptDataError(
+                f"Unexpected aborted transaction version {version} in transaction index {self.path}, "
+                f"current version is {CURRENT_VERSION}",
+                path=self.path, position=position, expected=CURRENT_VERSION, actual=version,
+            )
+        return np.frombuffer(self.data, dtype=entry_dtype(ENTRY_SCHEMA), count=count)
+
+
+def entries_of(columns) -> list[AbortedTxn]:
+    """The `AbortedTxn`s of entries read by `TransactionIndex.columns` (their version checked)."""
+    return [AbortedTxn(CURRENT_VERSION, producer_id, first, last, lso, slot * ENTRY.size)
+            for slot, (producer_id, first, last, lso) in enumerate(zip(*(columns[name].tolist() for name in COLUMNS)))]
+
+
+class AbortedTxns:
+    """Aborted transactions in order, as a replay finds them: one at a time (`AbortedTxn`s), or
+    thousands at once from the compiled replay, kept as its columns (`COLUMNS`, int64 rows) and made
+    into objects only when iterated. A verify compares them with a `.txnindex` as columns."""
+
+    def __init__(self):
+        self.chunks: list = []
+        """`AbortedTxn`s and int64 arrays of `COLUMNS` × transactions, in order."""
+        self.count = 0
+
+    def append(self, txn: AbortedTxn) -> None:
+        self.chunks.append(txn)
+        self.count += 1
+
+    def extend(self, txns: Iterable[AbortedTxn]) -> None:
+        if isinstance(txns, AbortedTxns):
+            self.chunks.extend(txns.chunks)
+            self.count += txns.count
+        else:
+            for txn in txns:
+                self.append(txn)
+
+    def extend_columns(self, columns) -> None:
+        """Transactions as `COLUMNS` × n int64 (kept as given: not to be written to after)."""
+        if columns.shape[1]:
+            self.chunks.append(columns)
+            self.count += columns.shape[1]
+
+    def __len__(self) -> int:
+        return self.count
+
+    def __iter__(self) -> Iterator[AbortedTxn]:
+        for chunk in self.chunks:
+            if isinstance(chunk, AbortedTxn):
+                yield chunk
+            else:
+                yield from (AbortedTxn(CURRENT_VERSION, *txn) for txn in chunk.T.tolist())
+
+    def columns(self):
+        """All of them as one int64 array of `COLUMNS` × transactions."""
+        import numpy as np
+
+        parts = [chunk if not isinstance(chunk, AbortedTxn) else
+                 np.array([[getattr(chunk, name)] for name in COLUMNS], dtype=np.int64) for chunk in self.chunks]
+        return np.concatenate(parts, axis=1) if parts else np.empty((len(COLUMNS), 0), dtype=np.int64)
 
 
 def build(entries: list[AbortedTxn]) -> bytes:

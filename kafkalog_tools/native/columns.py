@@ -12,7 +12,7 @@ The field offsets come from `BATCH_HEADER`, the schema in formats/record_batch.p
 """
 from __future__ import annotations
 
-from ..formats import legacy, record_batch
+from ..formats import legacy, record_batch, txn_index
 from ..schema import struct_fields
 
 CAPACITY = 1 << 14
@@ -67,8 +67,8 @@ PRODUCER_FIELDS = ("producer_id", "epoch", "coordinator_epoch", "last_timestamp"
 ONGOING_FIELDS = ("first_offset", "producer_id", "open")
 """`ProducerState.ongoing`'s entries in its order, then those the call opens; `open` 0 once closed."""
 (O_FIRST_OFFSET, O_PRODUCER_ID, O_OPEN) = range(len(ONGOING_FIELDS))
-ABORTED_FIELDS = ("producer_id", "first_offset", "last_offset", "last_stable_offset")
-"""An aborted transaction, as the `.txnindex` entry `AbortedTxn` holds it."""
+ABORTED_FIELDS = txn_index.COLUMNS
+"""An aborted transaction, as the `.txnindex` entry `AbortedTxn` holds it (`txn_index.AbortedTxns`)."""
 (A_PRODUCER_ID, A_FIRST_OFFSET, A_LAST_OFFSET, A_LAST_STABLE_OFFSET) = range(len(ABORTED_FIELDS))
 (REPLAY_ONGOING, REPLAY_ABORTED, REPLAY_ABORT_MARKERS) = range(3)
 """replay_transactional's state: open transaction columns in use, aborted transactions written, and

@@ -14,7 +14,7 @@ from ..formats.logdir import Segment
 from ..formats.offset_index import OffsetIndex
 from ..formats.segment import SegmentFile
 from ..formats.time_index import TimeIndex
-from ..formats.txn_index import AbortedTxn, TransactionIndex
+from ..formats.txn_index import ENTRY as TXN_ENTRY, TransactionIndex
 from .findings import ERROR, INFO, WARNING, Finding, from_error
 
 
@@ -390,31 +390,35 @@ def _largest_timestamp_up_to(log: SegmentFile, table: BatchTable, offset: int) -
     return largest
 
 
-def read_txn_index(segment: Segment) -> tuple[list[AbortedTxn] | None, list[Finding]]:
-    """A .txnindex on its own: its entries (None when absent or unreadable) and what is wrong
-    with it regardless of the log."""
+def read_txn_index(segment: Segment):
+    """A .txnindex on its own: its entries (`TransactionIndex.columns`; None when absent or
+    unreadable) and what is wrong with it regardless of the log."""
     if segment.txnindex is None:
         return None, []
+    import numpy as np
+
     file = str(segment.txnindex)
     try:
         index = TransactionIndex(segment.txnindex)
-        entries = index.entries()
+        entries = index.columns()
     except KafkaLogError as exc:
         return None, [from_error(exc, "txnindex-corrupt", file)]
     findings = []
     if index.trailing_bytes:
-        findings.append(Finding(WARNING, "txnindex-partial-entry", file, index.entry_count * 34,
+        findings.append(Finding(WARNING, "txnindex-partial-entry", file, index.entry_count * TXN_ENTRY.size,
                                 f"{index.trailing_bytes} trailing bytes after the last whole 34-byte entry "
                                 f"(Kafka ignores them)"))
-    previous = None
-    for entry in entries:
-        if entry.last_offset < segment.base_offset:
-            findings.append(Finding(ERROR, "txnindex-offset-below-base", file, entry.position,
-                                    f"aborted transaction ending at {entry.last_offset} is below the base offset "
+    last = entries["last_offset"]
+    below = last < segment.base_offset
+    unordered = np.r_[False, last[1:] <= last[:-1]]
+    for slot in np.flatnonzero(below | unordered).tolist():
+        position = slot * TXN_ENTRY.size
+        if below[slot]:
+            findings.append(Finding(ERROR, "txnindex-offset-below-base", file, position,
+                                    f"aborted transaction ending at {last[slot]} is below the base offset "
                                     f"{segment.base_offset}: the broker refuses to load the segment (sanity check)"))
-        if previous is not None and entry.last_offset <= previous:
-            findings.append(Finding(ERROR, "txnindex-entry-order", file, entry.position,
-                                    f"entry ending at {entry.last_offset} does not follow the previous one ending "
-                                    f"at {previous}"))
-        previous = entry.last_offset
+        if unordered[slot]:
+            findings.append(Finding(ERROR, "txnindex-entry-order", file, position,
+                                    f"entry ending at {last[slot]} does not follow the previous one ending "
+                                    f"at {last[slot - 1]}"))
     return entries, findings

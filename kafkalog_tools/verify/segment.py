@@ -18,7 +18,6 @@ from ..formats.logdir import Segment
 from ..formats.record_batch import ATTR_CONTROL, ATTR_TRANSACTIONAL, HEADER_SIZE, skim_records
 from ..formats.segment import LOG_OVERHEAD, MAGIC_OFFSET, BadEntry, SegmentFile, Stop
 from ..formats.segment import all_zero as _all_zero, next_non_zero as _next_non_zero
-from ..formats.txn_index import AbortedTxn
 from ..native import bulk_scan
 from ..native.columns import (ATTRIBUTES, BASE_OFFSET, BASE_SEQUENCE, BASE_TIMESTAMP, COORDINATOR_EPOCH,
                               LAST_OFFSET_DELTA, LEADER_EPOCH, MARKER, MAX_TIMESTAMP, NOT_A_MARKER, POSITION,
@@ -154,9 +153,10 @@ class SegmentReport:
     """Every intact batch, in file order (empty when they were handed to a consumer instead)."""
     index_findings: list[Finding] = field(default_factory=list)
     """The .index's and the .timeindex's."""
-    txn_entries: list[AbortedTxn] | None = None
+    txn_entries: object = None
     txn_findings: list[Finding] = field(default_factory=list)
-    """What the .txnindex says on its own; stage 2 compares its entries with the ABORT markers."""
+    """What the .txnindex says on its own: its entries (`TransactionIndex.columns`; None where absent
+    or unreadable), which stage 2 compares with the ABORT markers, and its findings."""
     tail: RecoveryDrops | None = None
     """What recovery truncates from the end of an active segment read offline (its `truncated-tail`);
     stage 2 says which open transactions that touches."""
