@@ -9,10 +9,9 @@ from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
 from ..errors import CorruptDataError, InputError, KafkaLogError
-from ..formats import checkpoint, producer_snapshot
+from ..formats import checkpoint, producer_snapshot, txn_index
 from ..formats.batch import Batch
 from ..formats.logdir import PartitionDir, Segment
-from ..formats import txn_index
 from ..formats.txn_index import AbortedTxn, AbortedTxns
 from ..native.columns import BASE_OFFSET, LAST_OFFSET_DELTA, LEADER_EPOCH, PRODUCER_ID
 from ..payloads.versions import newer_versions
