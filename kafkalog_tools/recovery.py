@@ -63,8 +63,9 @@ def marker_records(batch: Batch) -> list:
     is not caught by LogSegment.recover: an unknown codec fails the recovery, as a marker without a
     key or value (a NullPointerException) or with a varint too long (an IllegalArgumentException) does, where
     an unreadable record cuts the log after the marker. Only the first record is read: what follows
-    it, however damaged, is Kafka's concern only when something reads the batch's records (all found
-    by the differential run against Kafka)."""
+    it, however damaged, is Kafka's concern only when something reads the batch's records, unless
+    the count says 1, when bytes after the record are an InvalidRecordException too (all found by the
+    differential run against Kafka)."""
     if isinstance(batch, RecordBatchV2) and batch.count != 0 and batch.compression_id not in codecs.NAMES:
         raise ProducerStateError(f"Unknown compression type id: {batch.compression_id}", path=batch.path,
                                  position=batch.position + 21, expected="0-4", actual=batch.compression_id)
@@ -80,8 +81,10 @@ def marker_records(batch: Batch) -> list:
         raise ProducerStateError(f"KafkaException reading the marker: {exc.message}", path=exc.path,
                                  position=exc.position) from None
     except CorruptDataError as exc:
-        if getattr(exc, "records_before", None):
-            return exc.records_before[:1]  # ProducerAppendInfo reads the marker, the first record, and no more
+        if getattr(exc, "records_before", None) and batch.count != 1:
+            # ProducerAppendInfo reads the marker, the first record, and no more; but where it is the only
+            # one declared, the iterator checks on reading it that nothing follows (ensureNoneRemaining)
+            return exc.records_before[:1]
         if isinstance(exc, NullControlFieldError):  # a NullPointerException
             raise ProducerStateError(f"NullPointerException reading the marker: {exc.message}", path=exc.path,
                                      position=exc.position, expected="a control key and marker value", actual="null") from None

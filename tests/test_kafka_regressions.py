@@ -768,3 +768,33 @@ def test_an_aborted_transaction_ending_before_the_last_fails_kafkas_recovery(tmp
     recovery fails (seed 1648123951, case 11: 625 after 647; we wrote the index)."""
     partition, log = _txn_partition_with_an_abort_going_back(tmp_path)
     _kafkas_recovery_fails(partition, log, "must increase sequentially")
+
+
+def test_a_marker_batch_of_one_record_with_bytes_after_it_cuts_recovery_after_it(tmp_path):
+    """ProducerAppendInfo reads only a marker batch's first record, but where the count says 1 the
+    iterator checks on reading it that nothing follows: 4 bytes after the marker record are an
+    InvalidRecordException there. Kafka keeps the marker's batch (its bytes are counted before the
+    producer state is updated), cuts the log after it, and ends no transaction: no .txnindex entry
+    (seed 19019, case 387: we wrote the aborted transaction). With a count of 2 nothing after the first
+    record is read: the batch and the rest of the log are kept, the transaction aborted."""
+    from kafkalog_tools.formats.control import CONTROL_KEY, END_TXN_MARKER
+    from kafkalog_tools.formats.record_batch import ATTR_CONTROL, ATTR_TRANSACTIONAL
+
+    ids = dict(producer_id=8, producer_epoch=0, base_timestamp=T0, max_timestamp=T0)
+    marker = build_record(0, 0, CONTROL_KEY.build(dict(version=0, type=0)),
+                          END_TXN_MARKER.build(dict(version=0, coordinator_epoch=3)))
+    for records, kept, entries in (([marker + b"\0\0\0\0"], 152, 0), ([marker, b"\0\0\0\0"], 222, 1)):
+        partition = tmp_path / f"t-{len(records)}"
+        partition.mkdir()
+        data = build_batch(0, [build_record(0, 0, b"k", b"v")], attributes=ATTR_TRANSACTIONAL, base_sequence=0,
+                           **ids)
+        data += build_batch(1, records, attributes=ATTR_TRANSACTIONAL | ATTR_CONTROL, **ids)
+        log = partition / "00000000000000000000.log"
+        log.write_bytes(data + build_batch(len(records) + 1, [build_record(0, 0, b"k", b"v")], base_timestamp=T0,
+                                           max_timestamp=T0))
+        result = CliRunner().invoke(cli, ["rebuild-index", "--truncate", "--no-backup", "--format", "json",
+                                          str(partition)])
+        assert result.exit_code == 0, result.output
+        assert len(log.read_bytes()) == kept
+        txnindex = partition / "00000000000000000000.txnindex"
+        assert (txnindex.stat().st_size // 34 if txnindex.exists() else 0) == entries
