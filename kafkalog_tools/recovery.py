@@ -27,7 +27,7 @@ from typing import Callable, Iterable, Iterator
 
 from . import codecs
 from .errors import CorruptDataError, DecompressionError, InputError, KafkaLogError
-from .formats import offset_index, producer_snapshot, time_index, txn_index
+from .formats import checkpoint, offset_index, producer_snapshot, time_index, txn_index
 from .formats.index_file import read_index_bytes
 from .schema import derive_struct, struct_fields
 from .formats.batch import INT32_MAX, Batch, java_long
@@ -497,6 +497,36 @@ class EntryColumns:
 
 
 @dataclass
+class LeaderEpochs:
+    """The partition's LeaderEpochFileCache as recovery uses it: its latest epoch (-1: none).
+    LogSegment.recover assigns each V2 batch's partition leader epoch above the latest, from the
+    batch's base offset, and `assign` throws an IllegalArgumentException, which recovery does not
+    catch, for a negative start offset (found by the differential run: seed 19020, case 1011)."""
+
+    latest: int = -1
+
+    @classmethod
+    def of(cls, partition: PartitionDir) -> "LeaderEpochs":
+        """As the partition's leader-epoch-checkpoint starts it (none where it is absent or unreadable)."""
+        path = partition.path / "leader-epoch-checkpoint"
+        try:
+            epochs = checkpoint.read_leader_epochs(path) if path.is_file() else []
+        except (KafkaLogError, OSError):
+            epochs = []
+        return cls(max((epoch for epoch, _ in epochs), default=-1))
+
+    def assign(self, batch: Batch) -> None:
+        epoch = batch.partition_leader_epoch
+        if batch.magic < 2 or epoch < 0 or epoch <= self.latest:
+            return
+        if batch.base_offset < 0:
+            raise KafkaLogError(f"IllegalArgumentException: Received invalid partition leader epoch entry "
+                                f"EpochEntry(epoch={epoch}, startOffset={batch.base_offset})", path=batch.path,
+                                position=batch.position, expected="a start offset >= 0", actual=batch.base_offset)
+        self.latest = epoch
+
+
+@dataclass
 class SegmentRecovery:
     """What recovery makes of one segment: its valid prefix and the three indexes over it."""
 
@@ -547,13 +577,15 @@ class SegmentRecovery:
 
 def recover_segment(segment: SegmentFile, producer_state: ProducerState,
                     index_interval_bytes: int = DEFAULT_INDEX_INTERVAL_BYTES,
-                    on_progress: ProgressCallback | None = None) -> SegmentRecovery:
-    """LogSegment.recover over an opened segment; the producer state is advanced in place."""
+                    on_progress: ProgressCallback | None = None, epochs: LeaderEpochs | None = None) -> SegmentRecovery:
+    """LogSegment.recover over an opened segment; the producer state and leader epochs (None: a
+    partition without any yet) are advanced in place."""
     base = segment.base_offset
     if base is None:
         raise InputError("segment file name does not start with a base offset", path=segment.path)
     result = SegmentRecovery(segment.path, base, segment.file_size)
-    walk = _RecoveryWalk(segment, result, producer_state, index_interval_bytes, on_progress)
+    walk = _RecoveryWalk(segment, result, producer_state, index_interval_bytes, on_progress,
+                         LeaderEpochs() if epochs is None else epochs)
     bulk = _RecoveryInBulk(walk) if bulk_scan.wanted(segment.buffer, segment.end, records=False) else None
     try:
         position: int | None = 0
@@ -679,8 +711,9 @@ class _RecoveryWalk:
     """recover_segment's loop body, batch by batch, and where it has got to."""
 
     def __init__(self, segment: SegmentFile, result: SegmentRecovery, producer_state: ProducerState,
-                 index_interval_bytes: int, on_progress: ProgressCallback | None):
+                 index_interval_bytes: int, on_progress: ProgressCallback | None, epochs: LeaderEpochs):
         self.segment = segment
+        self.epochs = epochs
         self.on_progress = on_progress
         self.result = result
         self.producer_state = producer_state
@@ -717,6 +750,7 @@ class _RecoveryWalk:
             _append_offset_entry(result, entry)
             _maybe_append_time_entry(result, entry.path, entry.position)
             self.last_indexed_position = result.valid_bytes
+        self.epochs.assign(entry)
         try:
             aborted = self.producer_state.apply(entry)
         except ProducerStateError:
@@ -768,11 +802,14 @@ class _RecoveryInBulk:
         start = position
         for columns, n, after, _ in self.reader.runs(position, False):
             self.columns = columns
-            last = columns[bulk_scan.BASE_OFFSET, :n] + columns[bulk_scan.LAST_OFFSET_DELTA, :n]
-            one_by_one = (last < lowest) | (last > highest)
+            base, epochs = columns[bulk_scan.BASE_OFFSET, :n], columns[bulk_scan.LEADER_EPOCH, :n]
+            last = base + columns[bulk_scan.LAST_OFFSET_DELTA, :n]
+            one_by_one = (last < lowest) | (last > highest) | ((base < 0) & (epochs >= 0))  # (`LeaderEpochs.assign`)
             done = 0
             for row in np.flatnonzero(one_by_one).tolist() + [n]:
                 stopped_at = self._recover_run(done, row, last)
+                if stopped_at > done:
+                    walk.epochs.latest = max(walk.epochs.latest, int(epochs[done:stopped_at].max()))
                 if stopped_at < row:
                     return int(columns[bulk_scan.POSITION, stopped_at])
                 if row == n:
@@ -1117,10 +1154,11 @@ class Rebuild:
     def _rebuild_partition(self, plan: _Plan) -> Iterator[SegmentRebuild]:
         start = starting_producer_state(plan.partition, plan.segments[0].base_offset, self.on_progress)
         state, origin = start.state, start.origin
+        epochs = LeaderEpochs.of(plan.partition)
         last_base = plan.partition.segments[-1].base_offset
         for segment in plan.segments:
             with SegmentFile(segment.log) as log:
-                recovery = recover_segment(log, state, self.options.index_interval_bytes, self.on_progress)
+                recovery = recover_segment(log, state, self.options.index_interval_bytes, self.on_progress, epochs)
             result = SegmentRebuild(str(plan.partition.path), recovery, notes=[origin], dry_run=self.options.dry_run)
             origin = "producer state carried from the previous segment"
             if self.options.strict and (recovery.failure is not None

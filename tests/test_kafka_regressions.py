@@ -798,3 +798,48 @@ def test_a_marker_batch_of_one_record_with_bytes_after_it_cuts_recovery_after_it
         assert len(log.read_bytes()) == kept
         txnindex = partition / "00000000000000000000.txnindex"
         assert (txnindex.stat().st_size // 34 if txnindex.exists() else 0) == entries
+
+
+@pytest.mark.parametrize("bulk", ["always", "never"])
+def test_a_new_leader_epoch_from_a_negative_base_offset_fails_kafkas_recovery(tmp_path, monkeypatch, bulk):
+    """LogSegment.recover assigns a V2 batch's partition leader epoch above the cache's latest from
+    the batch's base offset, and LeaderEpochFileCache.assign throws an IllegalArgumentException for a
+    negative one, which recovery does not catch (seed 19020, case 1011: we recovered the segment).
+    Where the leader-epoch-checkpoint already holds that epoch, nothing is assigned and Kafka
+    recovers the segment whole."""
+    monkeypatch.setenv("KAFKALOG_BULK", bulk)
+    for checkpoint in (None, "0\n1\n1 0\n"):
+        partition = tmp_path / f"epochs-{checkpoint is None}-0"
+        partition.mkdir()
+        log = partition / "00000000000000000000.log"
+        log.write_bytes(build_batch(-1, [build_record(i, i, b"k", b"v") for i in range(4)], partition_leader_epoch=1,
+                                    base_timestamp=T0, max_timestamp=T0 + 3)
+                        + build_batch(3, [build_record(0, 0, b"k", b"v")], partition_leader_epoch=1, base_timestamp=T0,
+                                      max_timestamp=T0))
+        if checkpoint is None:
+            _kafkas_recovery_fails(partition, log, "Received invalid partition leader epoch entry EpochEntry(epoch=1, "
+                                                   "startOffset=-1)")
+            continue
+        (partition / "leader-epoch-checkpoint").write_text(checkpoint)
+        result = CliRunner().invoke(cli, ["rebuild-index", "--truncate", "--no-backup", "--format", "json",
+                                          str(partition)])
+        assert result.exit_code == 0, result.output
+        assert (partition / "00000000000000000000.timeindex").stat().st_size == 12
+
+
+@pytest.mark.parametrize("bulk", ["always", "never"])
+def test_a_leader_epoch_already_assigned_by_earlier_batches_is_not_assigned_again(tmp_path, monkeypatch, bulk):
+    """40 batches of epoch 2 (read in bulk, where bulk is wanted), then one of epoch 2 from base
+    offset -1: the epoch is the cache's latest already, nothing is assigned, and Kafka recovers the
+    segment whole."""
+    monkeypatch.setenv("KAFKALOG_BULK", bulk)
+    partition = tmp_path / "later-0"
+    partition.mkdir()
+    log = partition / "00000000000000000000.log"
+    log.write_bytes(b"".join(build_batch(n, [build_record(0, 0, b"k", b"v")], partition_leader_epoch=2,
+                                         base_timestamp=T0, max_timestamp=T0) for n in range(40))
+                    + build_batch(-1, [build_record(i, i, b"k", b"v") for i in range(4)], partition_leader_epoch=2,
+                                  base_timestamp=T0, max_timestamp=T0 + 3))
+    result = CliRunner().invoke(cli, ["rebuild-index", "--truncate", "--no-backup", "--format", "json", str(partition)])
+    assert result.exit_code == 0, result.output
+    assert '"truncated_bytes":0' in result.output.replace(" ", "")
