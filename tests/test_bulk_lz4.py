@@ -292,3 +292,13 @@ def test_verify_and_dump_of_lz4_segments_in_bulk_equal_batch_by_batch(monkeypatc
     assert dumped.count(b'"offset"') > 1000
     monkeypatch.setattr(d._BulkDump, "STEP", 1 << 14)  # the kernel's output full, again and again
     assert dump_both_ways(monkeypatch, paths, "-d") == dumped
+
+
+def test_an_end_mark_with_its_stored_bit_set_ends_the_frame_in_the_kernel_too():
+    """0x80000000 is an end mark for Kafka (the "stored" bit is masked off first): the kernel decodes
+    such a frame as the reference does, instead of refusing it (tests/test_kafka_regressions.py pins
+    Kafka's answer)."""
+    frame = bytearray(lz4_codec.compress(b"records " * 100, magic=2))
+    assert frame[-4:] == b"\0\0\0\0" and not frame[4] & 0x04  # the end mark, no content checksum after it
+    frame[-1] = 0x80
+    assert kernel_decodes([bytes(frame)]) == [codecs.decompress(LZ4, bytes(frame), magic=2)] == [b"records " * 100]

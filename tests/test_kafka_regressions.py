@@ -843,3 +843,28 @@ def test_a_leader_epoch_already_assigned_by_earlier_batches_is_not_assigned_agai
     result = CliRunner().invoke(cli, ["rebuild-index", "--truncate", "--no-backup", "--format", "json", str(partition)])
     assert result.exit_code == 0, result.output
     assert '"truncated_bytes":0' in result.output.replace(" ", "")
+
+
+@pytest.mark.parametrize("bulk", ["always", "never"])
+def test_an_lz4_end_mark_with_its_stored_bit_set_ends_the_frame(tmp_path, monkeypatch, bulk):
+    """KafkaLZ4BlockInputStream masks the "stored" bit off a block size before it checks for the
+    end mark, so 0x80000000 ends the frame as 0 does (seed 19022, case 537: a V0 wrapper whose end
+    mark had that bit flipped; Kafka read its 7 records, we said 'Stream ended prematurely'). The
+    codec and the compiled frame decoder (KAFKALOG_BULK=always) both; Kafka's kafka-dump-log prints
+    the three records of this batch."""
+    from kafkalog_tools import codecs
+    from kafkalog_tools.crc import crc32c
+    from kafkalog_tools.formats.record_batch import HEADER_SIZE
+
+    monkeypatch.setenv("KAFKALOG_BULK", bulk)
+    batch = bytearray(build_batch(0, [build_record(i, i, b"k", b"value") for i in range(3)],
+                                  compression_id=codecs.IDS["lz4"]))
+    assert batch[-4:] == b"\0\0\0\0" and not batch[HEADER_SIZE + 4] & 0x04  # the end mark, no content checksum
+    batch[-1] = 0x80
+    batch[17:21] = crc32c(bytes(batch[21:])).to_bytes(4, "big")
+    log = tmp_path / "00000000000000000000.log"
+    log.write_bytes(bytes(batch))
+    result = CliRunner().invoke(cli, ["dump", "--format", "text", "-d", str(log)])
+    assert result.exit_code == 0, result.output
+    assert [line.split(" keySize")[0] for line in result.output.splitlines() if line.startswith("| offset")] == [
+        "| offset: 0 CreateTime: -1", "| offset: 1 CreateTime: 0", "| offset: 2 CreateTime: 1"]

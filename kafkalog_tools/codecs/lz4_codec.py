@@ -105,9 +105,9 @@ def decompress(data: bytes, limit: int, magic: int) -> bytes:
             raise ValueError("Stream ended prematurely")
         (word,) = struct.unpack_from("<I", data, pos)
         pos += 4
-        if word == 0:
-            break  # a trailing content checksum, if flagged, is skipped unverified, as Kafka does
         stored, size = word & 0x80000000, word & 0x7FFFFFFF
+        if size == 0:  # the end mark, whatever its "stored" bit says: Kafka masks the bit off first
+            break  # a trailing content checksum, if flagged, is skipped unverified, as Kafka does
         if size > block_max:
             raise ValueError(f"Block size {size} exceeded max: {block_max}")
         if pos + size + (4 if block_checksum else 0) > len(data):

@@ -1016,9 +1016,9 @@ def lz4_frame(buf, start, end, limit, out, op):
             return _REFUSED
         word = np.int64(_le32(buf, pos))
         pos += 4
-        if word == 0:
-            return op  # the end mark; a content checksum after it is not read, as Kafka does not
         size = word & (_STORED_BLOCK - 1)
+        if size == 0:
+            return op  # the end mark (its stored bit masked off); a content checksum after it is not read
         if size > block_max or pos + size + checksums > end:
             return _REFUSED
         if checksums and xxh32(buf, pos, pos + size) != _le32(buf, pos + size):
