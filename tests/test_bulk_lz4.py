@@ -302,3 +302,17 @@ def test_an_end_mark_with_its_stored_bit_set_ends_the_frame_in_the_kernel_too():
     assert frame[-4:] == b"\0\0\0\0" and not frame[4] & 0x04  # the end mark, no content checksum after it
     frame[-1] = 0x80
     assert kernel_decodes([bytes(frame)]) == [codecs.decompress(LZ4, bytes(frame), magic=2)] == [b"records " * 100]
+
+
+def test_a_content_checksum_cut_short_is_refused_by_the_kernel_as_by_the_codec():
+    """A frame that flags a content checksum and has fewer than its 4 bytes after the end mark
+    (Kafka's BufferUnderflowException: tests/test_kafka_regressions.py): the kernel refuses it and the
+    codec says why; with the 4 bytes there both decode it."""
+    frame = bytearray(lz4_codec.compress(b"records " * 100, magic=2))
+    frame[4] |= 0x04
+    frame[6] = lz4_codec.header_checksum(bytes(frame), 6, 2)
+    cut, whole = bytes(frame), bytes(frame) + b"\1\2\3\4"
+    assert kernel_decodes([cut, whole]) == [None, b"records " * 100]
+    with pytest.raises(KafkaLogError, match="BufferUnderflowException"):
+        codecs.decompress(LZ4, cut, magic=2)
+    assert codecs.decompress(LZ4, whole, magic=2) == b"records " * 100

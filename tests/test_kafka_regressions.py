@@ -868,3 +868,31 @@ def test_an_lz4_end_mark_with_its_stored_bit_set_ends_the_frame(tmp_path, monkey
     assert result.exit_code == 0, result.output
     assert [line.split(" keySize")[0] for line in result.output.splitlines() if line.startswith("| offset")] == [
         "| offset: 0 CreateTime: -1", "| offset: 1 CreateTime: 0", "| offset: 2 CreateTime: 1"]
+
+
+@pytest.mark.parametrize("bulk", ["always", "never"])
+def test_an_lz4_content_checksum_cut_short_is_kafkas_buffer_underflow(tmp_path, monkeypatch, bulk):
+    """A frame that flags a content checksum: KafkaLZ4BlockInputStream reads it after the end mark
+    with ByteBuffer.getInt, which throws BufferUnderflowException where fewer than 4 bytes are left
+    (kafka-dump-log dies on the batch before printing a record), and skips it unverified where they
+    are there (the three records print)."""
+    from kafkalog_tools import codecs
+    from kafkalog_tools.codecs import lz4_codec
+    from kafkalog_tools.crc import crc32c
+    from kafkalog_tools.formats.record_batch import HEADER_SIZE
+
+    monkeypatch.setenv("KAFKALOG_BULK", bulk)
+    batch = bytearray(build_batch(0, [build_record(i, i, b"k", b"value") for i in range(3)],
+                                  compression_id=codecs.IDS["lz4"]))
+    batch[HEADER_SIZE + 4] |= 0x04  # FLG: a content checksum follows the end mark
+    batch[HEADER_SIZE + 6] = lz4_codec.header_checksum(bytes(batch[HEADER_SIZE:]), 6, 2)
+    for after, printed in ((b"", 0), (b"\1\2", 0), (b"\1\2\3\4", 3)):
+        data = bytearray(batch + after)
+        data[8:12] = (len(data) - 12).to_bytes(4, "big")
+        data[17:21] = crc32c(bytes(data[21:])).to_bytes(4, "big")
+        log = tmp_path / f"{len(after):020d}.log"
+        log.write_bytes(bytes(data))
+        result = CliRunner().invoke(cli, ["dump", "--format", "text", "-d", str(log)])
+        assert sum(line.startswith("| offset") for line in result.output.splitlines()) == printed, result.output
+        assert (result.exit_code, "BufferUnderflowException" in result.output) == (
+            (1, True) if not printed else (0, False))

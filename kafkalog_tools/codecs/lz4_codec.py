@@ -74,6 +74,10 @@ def check_stream_header(data: bytes, magic: int) -> None:
     _frame_start(bytes(data), magic)
 
 
+_CONTENT_CHECKSUM = 0x04
+"""FLG: a content checksum follows the end mark."""
+
+
 def _frame_start(data: bytes, magic: int) -> tuple[int, int, int]:
     """The frame header checked as Kafka's reader checks it: (where the first block starts, the
     largest block, whether blocks carry a checksum)."""
@@ -107,7 +111,10 @@ def decompress(data: bytes, limit: int, magic: int) -> bytes:
         pos += 4
         stored, size = word & 0x80000000, word & 0x7FFFFFFF
         if size == 0:  # the end mark, whatever its "stored" bit says: Kafka masks the bit off first
-            break  # a trailing content checksum, if flagged, is skipped unverified, as Kafka does
+            if data[4] & _CONTENT_CHECKSUM and len(data) - pos < 4:  # Kafka reads it with ByteBuffer.getInt
+                raise ValueError("BufferUnderflowException: the frame flags a content checksum, but fewer than 4 "
+                                 "bytes follow its end mark")
+            break  # a content checksum is skipped unverified, as Kafka does
         if size > block_max:
             raise ValueError(f"Block size {size} exceeded max: {block_max}")
         if pos + size + (4 if block_checksum else 0) > len(data):

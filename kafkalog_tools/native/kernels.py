@@ -1017,8 +1017,8 @@ def lz4_frame(buf, start, end, limit, out, op):
         word = np.int64(_le32(buf, pos))
         pos += 4
         size = word & (_STORED_BLOCK - 1)
-        if size == 0:
-            return op  # the end mark (its stored bit masked off); a content checksum after it is not read
+        if size == 0:  # the end mark (its stored bit masked off); a content checksum after it is skipped
+            return _REFUSED if flags & 0x04 and end - pos < 4 else op  # (Kafka's getInt: 4 bytes or it throws)
         if size > block_max or pos + size + checksums > end:
             return _REFUSED
         if checksums and xxh32(buf, pos, pos + size) != _le32(buf, pos + size):
