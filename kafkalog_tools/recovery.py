@@ -508,9 +508,9 @@ class LeaderEpochs:
     @classmethod
     def of(cls, partition: PartitionDir) -> "LeaderEpochs":
         """As the partition's leader-epoch-checkpoint starts it (none where it is absent or unreadable)."""
-        path = partition.path / "leader-epoch-checkpoint"
+        path = partition.files.get(checkpoint.LEADER_EPOCH_CHECKPOINT)
         try:
-            epochs = checkpoint.read_leader_epochs(path) if path.is_file() else []
+            epochs = [] if path is None else checkpoint.read_leader_epochs(path)
         except (KafkaLogError, OSError):
             epochs = []
         return cls(max((epoch for epoch, _ in epochs), default=-1))

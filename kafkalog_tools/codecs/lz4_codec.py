@@ -74,13 +74,9 @@ def check_stream_header(data: bytes, magic: int) -> None:
     _frame_start(bytes(data), magic)
 
 
-_CONTENT_CHECKSUM = 0x04
-"""FLG: a content checksum follows the end mark."""
-
-
-def _frame_start(data: bytes, magic: int) -> tuple[int, int, int]:
+def _frame_start(data: bytes, magic: int) -> tuple[int, int, int, int]:
     """The frame header checked as Kafka's reader checks it: (where the first block starts, the
-    largest block, whether blocks carry a checksum)."""
+    largest block, whether blocks carry a checksum, whether a content checksum follows the end mark)."""
     if len(data) < 7:
         raise ValueError("Stream ended prematurely")
     if struct.unpack_from("<I", data)[0] != FRAME_MAGIC:
@@ -97,12 +93,12 @@ def _frame_start(data: bytes, magic: int) -> tuple[int, int, int]:
         raise ValueError("Stream ended prematurely")
     if magic != 0 and data[pos] != header_checksum(data, pos, magic):
         raise ValueError("Stream frame descriptor corrupted")
-    return pos + 1, block_max, block_checksum
+    return pos + 1, block_max, block_checksum, flg & 0x04
 
 
 def decompress(data: bytes, limit: int, magic: int) -> bytes:
     data = bytes(data)
-    pos, block_max, block_checksum = _frame_start(data, magic)
+    pos, block_max, block_checksum, content_checksum = _frame_start(data, magic)
     out = bytearray()
     while True:
         if pos + 4 > len(data):
@@ -111,7 +107,7 @@ def decompress(data: bytes, limit: int, magic: int) -> bytes:
         pos += 4
         stored, size = word & 0x80000000, word & 0x7FFFFFFF
         if size == 0:  # the end mark, whatever its "stored" bit says: Kafka masks the bit off first
-            if data[4] & _CONTENT_CHECKSUM and len(data) - pos < 4:  # Kafka reads it with ByteBuffer.getInt
+            if content_checksum and len(data) - pos < 4:  # Kafka reads it with ByteBuffer.getInt
                 raise ValueError("BufferUnderflowException: the frame flags a content checksum, but fewer than 4 "
                                  "bytes follow its end mark")
             break  # a content checksum is skipped unverified, as Kafka does
