@@ -635,25 +635,30 @@ def read_next_offset(segment: SegmentFile, target: int, position: int, end: int 
     prefix of a recovered segment). Raises KafkaLogError where Kafka throws: an entry size below 14,
     a V2 header cut by the end of the file, a V0/V1 wrapper whose first offset cannot be read
     (found by the differential run against Kafka)."""
-    base = segment.base_offset if segment.base_offset is not None else 0
     end = segment.end if end is None else end
-    found = None
-    for batch_position, last_offset in _shallow_last_offsets(segment, max(position, 0), end, every=True):
-        if last_offset >= target:
-            found = batch_position
-            break
+    found = translate_offset(segment, target, position, end)
     if found is None:
-        return base
-    _check_first_offset(segment, found)
-    last = None
-    for last in _shallow_last_offsets(segment, found, end, every=False):
+        return segment.base_offset if segment.base_offset is not None else 0
+    last = found
+    for last, _, _ in shallow_entries(segment, found, end):
         pass
-    return _last_offset(segment, last[0]) + 1
+    return _last_offset(segment, last) + 1
 
 
-def _shallow_last_offsets(segment: SegmentFile, position: int, end: int, every: bool) -> Iterator[tuple[int, int | None]]:
-    """(position, last offset) of each shallow entry from `position` (FileLogInputStream.nextBatch);
-    the last offset is read only with `every` (else None), as Kafka reads it only when asked."""
+def translate_offset(segment: SegmentFile, target: int, position: int, end: int) -> int | None:
+    """LogSegment.translateOffset from `position` (its offset index lookup's): where the first entry
+    whose last offset reaches `target` starts (FileRecords.searchForOffsetFromPosition, which also
+    asks that entry for its base offset), None when no entry before `end` does."""
+    for entry_position, _, _ in shallow_entries(segment, max(position, 0), end):
+        if _last_offset(segment, entry_position) >= target:
+            _check_first_offset(segment, entry_position)
+            return entry_position
+    return None
+
+
+def shallow_entries(segment: SegmentFile, position: int, end: int) -> Iterator[tuple[int, int, int]]:
+    """(position, size, magic) of each shallow entry from `position`, as FileLogInputStream.nextBatch
+    reads them up to `end`: an entry cut by `end` ends the walk, a size field below 14 raises."""
     buf = segment.buffer
     while position < end - SEGMENT_HEADER_UP_TO_MAGIC:
         (size,) = _INT32.unpack_from(buf, position + 8)
@@ -662,7 +667,7 @@ def _shallow_last_offsets(segment: SegmentFile, position: int, end: int, every: 
                                    path=segment.path, position=position, expected=f">= {MIN_ENTRY_SIZE}", actual=size)
         if position > end - LOG_OVERHEAD - size:
             return
-        yield position, _last_offset(segment, position) if every else None
+        yield position, LOG_OVERHEAD + size, _magic(buf, position)
         position += LOG_OVERHEAD + size
 
 

@@ -34,7 +34,8 @@ from .formats.offset_index import OffsetIndex
 from .formats.segment import BadEntry, SegmentFile, offset_from_name
 from .formats.time_index import TimeIndex, TimestampOffset
 from .native import bulk_scan
-from .recovery import SegmentRecovery, read_next_offset, recover_segment, replay, starting_producer_state
+from .producer_rebuild import LoadedSegment, Snapshots, entry_lookup, index_lookup, rebuild_producer_state
+from .recovery import SegmentRecovery, read_next_offset, recover_segment
 
 DEFAULT_RETENTION_MS = 7 * 24 * 60 * 60 * 1000  # retention.ms
 UNLIMITED = -1  # retention.bytes default; -1 also switches retention.ms off
@@ -77,40 +78,53 @@ class LoadedLog:
     failure: str | None = None
 
 
-def load_log(partition: PartitionDir, segments: list[Segment]) -> LoadedLog:
-    """LogLoader.loadSegmentFiles then recoverLog's readNextOffset, for the clean-shutdown path."""
+def load_log(partition: PartitionDir, segments: list[Segment], checkpoint_start: int, log_start: int) -> LoadedLog:
+    """LogLoader.load after a clean shutdown: loadSegmentFiles (`checkpoint_start`: the
+    log-start-offset checkpoint's entry, 0 without one), the log end offset (recoverLog's
+    readNextOffset), then the producer state rebuilt up to it from the latest snapshot
+    (`log_start`: the log start offset the loader settles on), unless the log start lies past the
+    log end and every segment goes."""
     loaded = LoadedLog()
     try:
-        _recover_segments_without_index(partition, segments, loaded)
+        snapshots = Snapshots(partition.snapshots)
+        held = _load_segment_files(segments, snapshots, checkpoint_start, loaded)
         last = segments[-1]
         recovered = loaded.recovered.get(last.base_offset)
         if recovered is not None:
             loaded.log_end_offset = recovered.next_offset
         else:
             loaded.log_end_offset = segment_next_offset(last.log, last.base_offset, last.index)
+        if log_start <= loaded.log_end_offset:
+            snapshots.remove_stray([segment.base_offset for segment in held])
+            rebuild_producer_state(held, snapshots, log_start, loaded.log_end_offset, clean_shutdown=True)
     except KafkaLogError as exc:
         loaded.failure = f"Kafka's loader cannot open the log: {exc}"
     return loaded
 
 
-def _recover_segments_without_index(partition: PartitionDir, segments: list[Segment], loaded: LoadedLog) -> None:
+def _load_segment_files(segments: list[Segment], snapshots: Snapshots, checkpoint_start: int,
+                        loaded: LoadedLog) -> list[LoadedSegment]:
     """LogLoader.loadSegmentFiles: no .index (sanityCheck's NoSuchFileException) means recoverSegment,
-    with the producer state of the segments before it (what recovery throws, the loader does not
-    catch). The state is built once, from the first such segment on, and carried forward as the
-    snapshot recoverSegment takes after each recovery carries it."""
-    missing = [index for index, segment in enumerate(segments) if segment.index is None]
-    if not missing:
-        return
-    state = starting_producer_state(partition, segments[missing[0]].base_offset).state
-    for segment in segments[missing[0]:missing[-1] + 1]:
+    with the producer state of the segments before it, rebuilt by a ProducerStateManager of its
+    own, which snapshots it before and after (what either throws, the loader does not catch)."""
+    held: list[LoadedSegment] = []
+    for segment in segments:
+        if segment.index is not None:
+            held.append(LoadedSegment(segment.base_offset, segment.log, None,
+                                      index_lookup(segment.index, segment.base_offset)))
+            continue
+        state, last_snapshot = rebuild_producer_state(held, snapshots, checkpoint_start, segment.base_offset,
+                                                      clean_shutdown=False)
         with SegmentFile(segment.log) as log:
-            if segment.index is not None:
-                replay(log, state)
-                continue
             recovery = recover_segment(log, state)
         if recovery.failure is not None:
             raise recovery.failure
         loaded.recovered[segment.base_offset] = recovery
+        if recovery.batches and recovery.next_offset > last_snapshot:
+            snapshots.take(recovery.next_offset, state)
+        held.append(LoadedSegment(segment.base_offset, segment.log, recovery.valid_bytes,
+                                  entry_lookup(recovery.offset_entries)))
+    return held
 
 
 def log_end_offset(segments: list[Segment]) -> int:
@@ -321,13 +335,16 @@ def analyze_partition(partition: PartitionDir, settings: RetentionSettings | Non
         if s.log is None:
             report.notes.append(f"index files at base offset {s.base_offset} have no .log: Kafka's loader deletes "
                                 f"them as orphans")
-    loaded = load_log(partition, segments)
-    report.log_end_offset = loaded.log_end_offset
     first = segments[0].base_offset
     if settings.log_start_offset is not None:
+        checkpoint_start = settings.log_start_offset
         report.log_start_offset, report.log_start_source = max(settings.log_start_offset, first), "--log-start-offset"
     else:
         report.log_start_offset, report.log_start_source = initial_log_start_offset(partition, first, report.problems)
+        # (an entry below the first segment's base offset changes nothing the loader reads)
+        checkpoint_start = report.log_start_offset if report.log_start_source == "log-start-offset-checkpoint" else 0
+    loaded = load_log(partition, segments, checkpoint_start, report.log_start_offset)
+    report.log_end_offset = loaded.log_end_offset
     snapshots = {offset_from_name(p): p for p in partition.snapshots}
     for index, segment in enumerate(segments):
         upper = segments[index + 1].base_offset if index + 1 < len(segments) else report.log_end_offset

@@ -178,6 +178,35 @@ def test_recovery_moves_producers_in_bulk_as_batch_by_batch(monkeypatch, partiti
     assert sum(1 for apart, plain in runs_planned if apart and plain) > 20, runs_planned
 
 
+def _loader_rebuilds(partition: Path):
+    """`rebuild_producer_state` as recovering a segment past the partition's last makes it: from the
+    latest snapshot (else the log start) over every segment; what it raises, or the state it ends with."""
+    from kafkalog_tools.errors import KafkaLogError
+    from kafkalog_tools.formats.logdir import read_partition_dir
+    from kafkalog_tools.producer_rebuild import LoadedSegment, Snapshots, rebuild_producer_state
+
+    found = read_partition_dir(partition)
+    segments = [LoadedSegment(s.base_offset, s.log, None, lambda target: 0) for s in found.segments]
+    try:
+        state, _ = rebuild_producer_state(segments, Snapshots(found.snapshots), 0, 10**6, clean_shutdown=False)
+    except KafkaLogError as exc:
+        return str(exc)
+    return state.snapshot_entries(), state.ongoing
+
+
+def test_the_loader_rebuilds_producers_in_bulk_as_batch_by_batch(monkeypatch, partitions, runs_planned):
+    """The producer state Kafka's loader rebuilds (`producer_rebuild`) in runs read by the compiled
+    scan against batch by batch, on the same partitions; a partition where Kafka throws (a
+    non-transactional batch in an open transaction, a marker it cannot read) throws the same."""
+    outcomes = {}
+    for mode in ("never", "always"):
+        monkeypatch.setenv(bulk_scan.MODE_VARIABLE, mode)
+        outcomes[mode] = [_loader_rebuilds(partition) for partition in partitions]
+    assert outcomes["always"] == outcomes["never"]
+    assert 5 < sum(isinstance(outcome, str) for outcome in outcomes["never"]) < len(partitions) - 5
+    assert sum(1 for apart, plain in runs_planned if apart and plain) > 20, runs_planned
+
+
 def test_a_producer_status_copy_is_equal_and_apart():
     fields = [field.name for field in dataclasses.fields(ProducerStatus)]
     status = ProducerStatus(*range(1, len(fields) + 1))
