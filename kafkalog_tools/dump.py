@@ -145,6 +145,9 @@ class BatchItem:
     `UnreadRecord`, with only its size fields) on: the records kafka-dump-log prints a line for.
     It prints that message's line up to its size fields, then throws when it reads its data (with
     --print-data-log), or goes on to the next message (without); the text format does the same."""
+    unread_decoded: list[DecodedPayload] | None = None
+    """With a payload decoder whose parser catches what reading such a value throws: parallel to
+    `records_unread` as far as kafka-dump-log gets (it prints the error and goes on)."""
 
 
 
@@ -485,6 +488,8 @@ def _dump_log(path: str, kind: str, options: DumpOptions, topic: str | None, act
                             unread = getattr(exc, "records_unread", None) or []
                             item.records_unread = ([r for r in unread if isinstance(r, UnreadRecord) or filters.record_matches(r)]
                                                    if filtering else unread)
+                            if decoder is not None and not entry.is_control:
+                                item.unread_decoded = _unread_decoded(decoder, item.records_unread)
                             if readable:
                                 item.records_before_error = ([r for r in readable if filters.record_matches(r)]
                                                              if filtering else list(readable))
@@ -848,6 +853,23 @@ def _decode(decoder: PayloadDecoder, record: Record) -> DecodedPayload:
             return DecodedPayload(None, None, None, None, warning=str(exc), kafka_throws=exc.kafka_throws)
         text = f"Error at offset {record.offset}, skipping. {exc.kafka_message or exc}"
         return DecodedPayload(None, None, text, None, warning=str(exc))
+
+
+def _unread_decoded(decoder: PayloadDecoder, records: list[Record]) -> list[DecodedPayload]:
+    """The payloads kafka-dump-log's parser gives `records_unread`, up to the first whose value
+    its parser does not catch the failure of (the tool throws there)."""
+    out = []
+    for record in records:
+        if not isinstance(record, UnreadRecord):
+            out.append(_decode(decoder, record))
+            continue
+        message = legacy.value_overrun(record)
+        caught = (None if message is None or decoder.value_unreadable is None
+                  else decoder.value_unreadable(record.key_size >= 0, message, record.offset))
+        if caught is None:
+            break
+        out.append(caught)
+    return out
 
 
 def _decoder_failures(path: str, item: BatchItem) -> Iterator[Problem]:

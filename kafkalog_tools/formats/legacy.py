@@ -132,6 +132,19 @@ def read_message(buf, pos: int, end: int, lenient: bool = False) -> Message:
                    timestamp, key, value, error, null_sizes, size_fields)
 
 
+def value_overrun(record) -> str | None:
+    """What LegacyRecord.value() throws with on a message Kafka's iterator returned (an
+    `UnreadRecord`) whose size fields lie in it but whose value runs past it: ByteBuffer.limit's
+    IllegalArgumentException, its capacity the bytes after the value size field. None otherwise (a
+    size field it cannot read throws before kafka-dump-log prints the record's line)."""
+    if record.legacy_null_sizes is None:
+        return None
+    key_size, value_size = record.legacy_null_sizes
+    value_at = ENTRY_PREFIX.size + (0 if record.legacy_magic == 0 else TIMESTAMP.size) + 4 + max(0, key_size)
+    room = record.size - value_at - 4
+    return f"newLimit > capacity: ({value_size} > {room})" if value_size > room else None
+
+
 def _positional_sizes(buf, at: int, end: int) -> tuple[int, int] | None:
     if at + 4 > end:
         return None

@@ -111,7 +111,11 @@ def lines(item, *, print_data: bool, max_bytes_given: bool, skip_metadata: bool 
         if records is not None:
             decoded = item.decoded or [None] * len(records)
             out.extend(record_line(item.batch, r, p, print_data, skip_metadata) for r, p in zip(records, decoded))
-        for record in item.records_unread:  # as far as kafka-dump-log gets before what it reads throws
+        caught = item.unread_decoded or []
+        for number, record in enumerate(item.records_unread):  # as far as kafka-dump-log gets before what it reads throws
+            if number < len(caught):  # its decoder caught what reading the value threw, and went on
+                out.append(record_line(item.batch, record, caught[number], print_data, skip_metadata))
+                continue
             unread = isinstance(record, UnreadRecord)
             if unread and print_data and skip_metadata:
                 break  # it reads the data before it prints any part of the line

@@ -50,12 +50,24 @@ DecodeFn = Callable[..., DecodedPayload]
 it skips ("Unknown record type 9 at offset 5, skipping.")."""
 
 
+ValueUnreadableFn = Callable[[bool, str, int], "DecodedPayload | None"]
+"""value_unreadable(has_key, message, offset): what kafka-dump-log's parser prints for a record whose
+value its reader throws on with `message` (a V0/V1 value that runs past its message); None where
+the parser does not catch it (the tool throws)."""
+
+
 @dataclass(frozen=True, slots=True)
 class PayloadDecoder:
     name: str
     topics: tuple[str, ...]
     decode: DecodeFn
     description: str
+    value_unreadable: ValueUnreadableFn | None = None
+
+
+def value_error_payload(text: str, message: str) -> DecodedPayload:
+    """`payload: <text>`, as the parsers that read only the value print what they caught."""
+    return DecodedPayload(None, None, None, text, warning=f"the value cannot be read: {message}")
 
 
 _MODULES = ("consumer_offsets", "share_group_state", "transaction_state", "cluster_metadata",

@@ -21,7 +21,7 @@ from typing import Mapping
 from construct import Construct, ConstructError, Struct
 
 from ..protocol import UVarInt
-from . import DecodedPayload, PayloadDecoder, PayloadError, register
+from . import DecodedPayload, PayloadDecoder, PayloadError, register, value_error_payload
 from .metadata_records import (
     METADATA_RECORDS,
     UNKNOWN_TAGGED_FIELDS,
@@ -213,5 +213,7 @@ register(PayloadDecoder(
     name="cluster-metadata",
     topics=("__cluster_metadata",),
     decode=decode,
+    value_unreadable=lambda has_key, message, offset: value_error_payload(f"Error at {offset}, skipping. {message}",
+                                                                          message),
     description="KRaft metadata records: topics, partitions, brokers, configs, ACLs, features",
 ))

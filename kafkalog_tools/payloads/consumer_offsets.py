@@ -539,6 +539,15 @@ def _at(offset: int | None) -> str:
     return "" if offset is None else f" at offset {offset}"
 
 
+def coordinator_value_unreadable(has_key: bool, message: str, offset: int) -> DecodedPayload | None:
+    """A coordinator record parser (offsets, share group state) checks the key is there, outside its
+    try (Kafka throws), then reads key and value inside it: `key: Error at offset O, skipping. <message>`."""
+    if not has_key:
+        return None
+    return DecodedPayload(None, None, f"Error at offset {offset}, skipping. {message}", None,
+                          warning=f"the value cannot be read: {message}")
+
+
 def decode_coordinator_record(topic: CoordinatorTopic, key: bytes | None, value: bytes | None,
                               offset: int | None = None) -> DecodedPayload:
     """Decode one record a coordinator runtime wrote (CoordinatorRecordSerde's framing).
@@ -709,6 +718,7 @@ register(PayloadDecoder(
     name="consumer-offsets",
     topics=("__consumer_offsets",),
     decode=decode,
+    value_unreadable=coordinator_value_unreadable,
     description="group coordinator records: offset commits, group metadata with consumer "
                 "protocol subscriptions and assignments, KIP-848 consumer group and KIP-932 "
                 "share group records",

@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import IntEnum
 
-from . import DecodedPayload, PayloadDecoder, register
+from . import DecodedPayload, PayloadDecoder, register, value_error_payload
 from .cluster_metadata import MetadataParseError, read_metadata_record
 from .jackson import b64
 from .metadata_records import (
@@ -321,5 +321,7 @@ register(PayloadDecoder(
     name="remote-log-metadata",
     topics=("__remote_log_metadata",),
     decode=decode,
+    value_unreadable=lambda has_key, message, offset: value_error_payload(
+        f"Error at offset {offset}, skipping. {message}", message),
     description="tiered storage metadata: remote segments copied and deleted, partition deletions",
 ))

@@ -20,7 +20,7 @@ from construct import Int8sb, Int16sb, Int16ub, Int32sb, Int64sb, Struct
 
 from ..protocol import CompactArray, String, Uuid
 from . import DecodedPayload, PayloadDecoder, register
-from .consumer_offsets import FLEXIBLE, CoordinatorTopic, RecordType, decode_coordinator_record
+from .consumer_offsets import FLEXIBLE, CoordinatorTopic, RecordType, coordinator_value_unreadable, decode_coordinator_record
 
 # ---------------------------------------------------------------------------------------------
 # Schemas
@@ -81,6 +81,7 @@ register(PayloadDecoder(
     name="share-group-state",
     topics=("__share_group_state",),
     decode=decode,
+    value_unreadable=coordinator_value_unreadable,
     description="share coordinator records: share-partition snapshots and updates (in-flight "
                 "delivery states)",
 ))
