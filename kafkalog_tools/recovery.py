@@ -21,6 +21,7 @@ import os
 from array import array
 import shutil
 import struct
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable, Iterator
@@ -188,24 +189,49 @@ class ProducerState:
         transactional batches and markers touch. So a producer goes apart, all its batches in the
         run, when one of them is transactional or a marker, when its transaction is open (its next
         batch must belong to it, or Kafka throws), or, where anomalies are reported, when
-        `_apply_data`'s rules (here in numpy, per producer) would report one."""
+        `_apply_data`'s rules would report one. The compiled `producer_slots` and `plan_producers`
+        decide it in one pass each; without the kernels, `_plan_in_numpy` (the reference)."""
+        import numpy as np
+
+        kernel = bulk_scan.kernel()
+        if kernel is None:
+            return self._plan_in_numpy(columns)
+        if columns[bulk_scan.PRODUCER_ID].max(initial=-1) < 0:  # (a KRaft log's runs: no producer at all)
+            none = np.zeros(0, dtype=np.int64)
+            return RunPlan([], np.full(columns.shape[1], -1, dtype=np.int64), none.astype(bool), none)
+        plan = np.ascontiguousarray(columns[[bulk_scan.PRODUCER_ID, bulk_scan.ATTRIBUTES, bulk_scan.PRODUCER_EPOCH,
+                                             bulk_scan.BASE_SEQUENCE, bulk_scan.LAST_OFFSET_DELTA]])
+        n = plan.shape[1]
+        slots, ids, last_rows = np.empty(n, dtype=np.int64), np.empty(n, dtype=np.int64), np.empty(n, dtype=np.int64)
+        count = kernel.producer_slots(plan, _slot_table(max(2, 1 << (2 * n - 1).bit_length())), slots, ids, last_rows)
+        known = [self.producers.get(pid) for pid in ids[:count].tolist()]
+        state = np.array([(-1, -1, 0) if status is None else
+                          (status.epoch, status.last_sequence, status.current_txn_first_offset is not None)
+                          for status in known], dtype=np.int64).reshape(-1, 3).T.copy()
+        epochs, sequences, apart = state
+        kernel.plan_producers(plan, slots, epochs, sequences, apart, self.on_anomaly is not None)
+        return RunPlan.of(slots, apart != 0, last_rows[:count])
+
+    def _plan_in_numpy(self, columns) -> "RunPlan":
+        """`plan_run` in numpy: each producer's batches together (a stable sort), their flags per producer."""
         import numpy as np
 
         producer_ids = columns[bulk_scan.PRODUCER_ID]
+        slots = np.full(len(producer_ids), -1, dtype=np.int64)
         rows = np.flatnonzero(producer_ids >= 0)
         if not len(rows):
-            return RunPlan([], rows, rows)
+            return RunPlan.of(slots, np.zeros(0, dtype=bool), rows)
         order = rows[np.argsort(producer_ids[rows], kind="stable")]  # each producer's batches, in file order
         grouped = producer_ids[order]
         firsts = np.flatnonzero(np.r_[True, grouped[1:] != grouped[:-1]])
+        slots[order] = np.repeat(np.arange(len(firsts)), np.diff(np.r_[firsts, len(order)]))
         known = [self.producers.get(pid) for pid in grouped[firsts].tolist()]
         apart = columns[bulk_scan.ATTRIBUTES, order] & (ATTR_TRANSACTIONAL | ATTR_CONTROL) != 0
         if self.on_anomaly is not None:
             apart |= self._anomalous(columns, order, firsts, known)
         apart_producer = np.logical_or.reduceat(apart, firsts)
         apart_producer |= [status is not None and status.current_txn_first_offset is not None for status in known]
-        apart = np.repeat(apart_producer, np.diff(np.r_[firsts, len(order)]))
-        return RunPlan(np.sort(order[apart]).tolist(), order[~apart], grouped[~apart])
+        return RunPlan.of(slots, apart_producer, order[np.r_[firsts[1:], len(order)] - 1])
 
     def _anomalous(self, columns, order, firsts, known):
         """Per row of `order` (each producer's batches in file order, `firsts` where each starts):
@@ -228,13 +254,15 @@ class ProducerState:
         leave them: each ends as its last such batch (a data batch outside any transaction)."""
         import numpy as np
 
-        rows, producer_ids = plan.plain, plan.plain_producer_ids
-        if stop is not None:
-            below = rows < stop
-            rows, producer_ids = rows[below], producer_ids[below]
+        if stop is None:
+            rows = plan.last_rows[~plan.slot_apart]
+        else:
+            plain = plan.plain[plan.plain < stop]
+            last_rows = np.full(len(plan.last_rows), -1, dtype=np.int64)
+            np.maximum.at(last_rows, plan.slots[plain], plain)
+            rows = last_rows[last_rows >= 0]
         if not len(rows):
             return
-        rows = rows[np.r_[producer_ids[1:] != producer_ids[:-1], True]]  # each producer's last row
         base_offset, epoch, max_timestamp = columns[[bulk_scan.BASE_OFFSET, bulk_scan.PRODUCER_EPOCH,
                                                      bulk_scan.MAX_TIMESTAMP]][:, rows]
         last_offset = last[rows]
@@ -424,16 +452,47 @@ def _next_sequence(last_sequence: int) -> int:
     return 0 if last_sequence == INT32_MAX else last_sequence + 1
 
 
+_TABLES = threading.local()
+
+
+def _slot_table(size: int):
+    """`producer_slots`' hash table of `size` slots, cleared, this thread's, kept from run to run: a
+    fresh one (512 KiB for a run of 32,768 batches) cost its page faults every run."""
+    import numpy as np
+
+    table = getattr(_TABLES, "table", None)
+    if table is None or table.size < size:
+        table = _TABLES.table = np.empty(size, dtype=np.int64)
+    table = table[:size]
+    table.fill(0)
+    return table
+
+
 @dataclass
 class RunPlan:
     """`ProducerState.plan_run`'s answer for a run of batches (rows of its columns)."""
 
     apart: list[int]
     """Rows `apply` replays one at a time, in file order: every batch of those producers in the run."""
-    plain: object
-    """The other producers' rows (numpy), each producer's together, in file order."""
-    plain_producer_ids: object
-    """The producer id of each row of `plain`."""
+    slots: object
+    """Each row's producer's slot (numpy; -1: no producer id)."""
+    slot_apart: object
+    """Per slot: whether that producer's rows are `apart` (numpy bool)."""
+    last_rows: object
+    """Per slot: its producer's last row in the run (numpy)."""
+
+    @classmethod
+    def of(cls, slots, slot_apart, last_rows) -> "RunPlan":
+        import numpy as np
+
+        return cls(np.flatnonzero(np.append(slot_apart, False)[slots]).tolist(), slots, slot_apart, last_rows)
+
+    @property
+    def plain(self):
+        """The rows of the producers not kept apart, in file order (numpy)."""
+        import numpy as np
+
+        return np.flatnonzero((self.slots >= 0) & ~np.append(self.slot_apart, True)[self.slots])
 
 
 # ---------------------------------------------------------------------------------------------

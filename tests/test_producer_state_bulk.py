@@ -207,6 +207,38 @@ def test_the_loader_rebuilds_producers_in_bulk_as_batch_by_batch(monkeypatch, pa
     assert sum(1 for apart, plain in runs_planned if apart and plain) > 20, runs_planned
 
 
+def test_the_compiled_plan_is_the_numpy_plan(partitions):
+    """`plan_run` through the kernels (`producer_slots`, `plan_producers`) against `_plan_in_numpy`,
+    run by run, with anomalies reported and not, the state moved batch by batch between runs."""
+    from kafkalog_tools.errors import KafkaLogError
+    from kafkalog_tools.formats.record_batch import parse_batch
+    from kafkalog_tools.formats.segment import SegmentFile
+
+    if bulk_scan.kernel() is None:
+        pytest.skip("no compiled kernels here")
+    compared, apart, plain = 0, 0, 0
+    for partition in partitions:
+        for on_anomaly in (None, lambda *anomaly: None):
+            state = ProducerState(on_anomaly)
+            for log in sorted(partition.glob("*.log")):
+                with SegmentFile(log) as segment:
+                    for columns, n, _, _ in bulk_scan.Reader(segment, rows=97).runs(0, False):
+                        columns = columns[:, :n]
+                        last = columns[bulk_scan.BASE_OFFSET] + columns[bulk_scan.LAST_OFFSET_DELTA]
+                        ours, reference = state.plan_run(columns, last), state._plan_in_numpy(columns)
+                        assert ours.apart == reference.apart
+                        assert ours.plain.tolist() == reference.plain.tolist()
+                        assert (sorted(ours.last_rows[~ours.slot_apart].tolist())
+                                == sorted(reference.last_rows[~reference.slot_apart].tolist()))
+                        compared, apart, plain = compared + 1, apart + len(ours.apart), plain + len(ours.plain)
+                        for position in columns[bulk_scan.POSITION].tolist():
+                            try:
+                                state.apply(parse_batch(segment.buffer, position, segment.path))
+                            except KafkaLogError:
+                                pass
+    assert compared > 100 and apart > 1000 and plain > 1000, (compared, apart, plain)
+
+
 def test_a_producer_status_copy_is_equal_and_apart():
     fields = [field.name for field in dataclasses.fields(ProducerStatus)]
     status = ProducerStatus(*range(1, len(fields) + 1))

@@ -70,6 +70,9 @@ ONGOING_FIELDS = ("first_offset", "producer_id", "open")
 ABORTED_FIELDS = txn_index.COLUMNS
 """An aborted transaction, as the `.txnindex` entry `AbortedTxn` holds it (`txn_index.AbortedTxns`)."""
 (A_PRODUCER_ID, A_FIRST_OFFSET, A_LAST_OFFSET, A_LAST_STABLE_OFFSET) = range(len(ABORTED_FIELDS))
+PLAN_FIELDS = ("producer_id", "attributes", "producer_epoch", "base_sequence", "last_offset_delta")
+"""A run's batches as `ProducerState.plan_run` reads them (`producer_slots`, `plan_producers`)."""
+(PL_PRODUCER_ID, PL_ATTRIBUTES, PL_EPOCH, PL_BASE_SEQUENCE, PL_LAST_OFFSET_DELTA) = range(len(PLAN_FIELDS))
 (REPLAY_ONGOING, REPLAY_ABORTED, REPLAY_ABORT_MARKERS) = range(3)
 """replay_transactional's state: open transaction columns in use, aborted transactions written, and
 ABORT markers replayed (their batches written to `abort_markers`)."""

@@ -35,6 +35,7 @@ from .columns import (ABORTED_FIELDS, A_FIRST_OFFSET, A_LAST_OFFSET, A_LAST_STAB
                       REPLAY_FIELDS, REPLAY_ONGOING, REPLAY_STATE, RP_ATTRIBUTES, RP_BASE_OFFSET, RP_BASE_SEQUENCE,
                       RP_BASE_TIMESTAMP, RP_COORDINATOR_EPOCH, RP_EPOCH, RP_LAST_OFFSET, RP_LAST_SEQUENCE,
                       RP_MARKER, RP_MAX_TIMESTAMP, RP_PRODUCER)
+from .columns import (PLAN_FIELDS, PL_ATTRIBUTES, PL_BASE_SEQUENCE, PL_EPOCH, PL_LAST_OFFSET_DELTA, PL_PRODUCER_ID)
 from .columns import (B_ATTRIBUTES, B_BASE_TIMESTAMP, B_COUNT, B_IN_PAYLOADS, B_LAST_OFFSET, B_MAGIC, B_POSITION,
                       DUMPLOG_TEXTS, D_BATCH, D_CODEC, D_CONTROL_TYPE, D_FALSE, D_KEY, D_LEGACY, D_MARKER,
                       D_OPTIONAL, D_PAYLOAD, D_RECORD, D_TIMESTAMP_TYPE, D_TRUE, RENDER_BATCH, RENDER_RECORD,
@@ -695,6 +696,74 @@ def _open_transaction(ongoing, state, first_offset, producer_id):
     o = state[REPLAY_ONGOING]
     ongoing[O_FIRST_OFFSET, o], ongoing[O_PRODUCER_ID, o], ongoing[O_OPEN, o] = first_offset, producer_id, 1
     state[REPLAY_ONGOING] += 1
+
+
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+"""Fibonacci hashing's multiplier: 2^64 over the golden ratio."""
+
+
+@_jit
+def producer_slots(plan, table, slots, ids, last_rows):
+    """Number the producers of a run (`PLAN_FIELDS`) in the order they first appear: each row's
+    producer's slot to `slots` (-1 without a producer id), each slot's producer id and last row to
+    `ids` and `last_rows`. `table` (a power of two, at least twice the rows, zeros: its caller
+    clears it, as a loop here would compile to a call of memset, a symbol from outside the object)
+    is an open-addressing hash table of slot + 1 (0: free). Returns the producers."""
+    mask = table.shape[0] - 1
+    count = 0
+    for i in range(plan.shape[1]):
+        producer_id = plan[PL_PRODUCER_ID, i]
+        if producer_id < 0:
+            slots[i] = -1
+            continue
+        h = np.int64((np.uint64(producer_id) * _GOLDEN) >> np.uint64(32)) & mask
+        while table[h] != 0 and ids[table[h] - 1] != producer_id:
+            h = (h + 1) & mask
+        if table[h] == 0:
+            ids[count] = producer_id
+            count += 1
+            table[h] = count
+        slot = table[h] - 1
+        slots[i] = slot
+        last_rows[slot] = i
+    return count
+
+
+@_jit
+def _last_sequence(base_sequence, delta):
+    """`bulk_scan.last_sequences` of one batch: -1 for a base sequence of -1, else Java's int sum."""
+    if base_sequence == -1:
+        return np.int64(-1)
+    if base_sequence > _java_int(_INT32_MAX - delta):
+        return _java_int(delta - (_INT32_MAX - base_sequence) - 1)
+    return _java_int(base_sequence + delta)
+
+
+@_jit
+def plan_producers(plan, slots, epochs, sequences, apart, anomalies):
+    """`ProducerState.plan_run`'s producers kept apart (`apart[slot]` set; it comes in set for a
+    producer whose transaction is open): those with a transactional or control batch in the run
+    and, with `anomalies`, those with a batch `_apply_data` would report (its epoch going back, or
+    a sequence out of order after the producer's last batch: `epochs` and `sequences` come in as
+    its status has them, -1 for none, and move batch by batch)."""
+    for i in range(plan.shape[1]):
+        s = slots[i]
+        if s < 0:
+            continue
+        if plan[PL_ATTRIBUTES, i] & (ATTR_TRANSACTIONAL | ATTR_CONTROL) != 0:
+            apart[s] = 1
+        if anomalies:
+            epoch, base_sequence = plan[PL_EPOCH, i], plan[PL_BASE_SEQUENCE, i]
+            previous_epoch, previous_sequence = epochs[s], sequences[s]
+            if epoch != previous_epoch:
+                gap = base_sequence != 0
+            else:
+                gap = previous_sequence >= 0 and base_sequence != (0 if previous_sequence == _INT32_MAX
+                                                                   else previous_sequence + 1)
+            if epoch < previous_epoch or (previous_epoch >= 0 and base_sequence >= 0 and gap):
+                apart[s] = 1
+            epochs[s], sequences[s] = epoch, _last_sequence(base_sequence, plan[PL_LAST_OFFSET_DELTA, i])
+    return 0
 
 
 # dump: `decode_records` into columns (bulk_scan.RECORD_COLUMNS, HEADER_COLUMNS)
@@ -1845,6 +1914,19 @@ def _replay_entry(batches, count, start, producers, producer_count, ongoing, ong
                                 carray(state, (REPLAY_STATE,)))
 
 
+@njit(_I64(_LONGS, _I64, _LONGS, _I64, _LONGS, _LONGS, _LONGS), nogil=True)
+def _slots_entry(plan, count, table, table_size, slots, ids, last_rows):
+    return producer_slots(carray(plan, (len(PLAN_FIELDS), count)), carray(table, (table_size,)),
+                          carray(slots, (count,)), carray(ids, (count,)), carray(last_rows, (count,)))
+
+
+@njit(_I64(_LONGS, _I64, _LONGS, _I64, _LONGS, _LONGS, _LONGS, _I64), nogil=True)
+def _plan_entry(plan, count, slots, producers, epochs, sequences, apart, anomalies):
+    return plan_producers(carray(plan, (len(PLAN_FIELDS), count)), carray(slots, (count,)),
+                          carray(epochs, (producers,)), carray(sequences, (producers,)), carray(apart, (producers,)),
+                          anomalies != 0)
+
+
 @njit(_I64(_BYTES, _I64, _BYTES, _I64, _LONGS, _I64, _I64, _I64, _LONGS, _LONGS, _LONGS, _LONGS, _I64,
            _LONGS, _I64, _I64, _LONGS, _I64, _I64, _LONGS), nogil=True)
 def _decode_entry(segment, segment_length, payloads, payloads_length, columns, capacity, row, stop, starts, ends,
@@ -1911,7 +1993,7 @@ def _dumplog_entry(segment, segment_length, payloads, payloads_length, batches, 
 
 
 ENTRIES = {"scan": _scan_entry, "scan_legacy": _scan_legacy_entry, "agree_each": _agree_entry, "recovery_index": _recovery_entry,
-           "replay_transactional": _replay_entry,
+           "replay_transactional": _replay_entry, "producer_slots": _slots_entry, "plan_producers": _plan_entry,
            "decode_each": _decode_entry, "decode_legacy_each": _decode_legacy_entry,
            "lz4_each": _lz4_entry, "render_each": _render_entry,
            "render_dumplog_each": _dumplog_entry}

@@ -20,8 +20,9 @@ import numpy as np
 
 from . import cache, elf_object
 from .columns import (ABORTED_FIELDS, B_MAGIC, CAPACITY, COLUMNS, DUMPLOG_TEXTS, HEADER_COLUMNS, LEGACY_RECORD_COLUMNS,
-                      ONGOING_FIELDS, PRODUCER_FIELDS, RECORD_COLUMNS, RECOVERY_STATE, RENDER_BATCH, RENDER_RECORD,
-                      RENDER_STATE, REPLAY_FIELDS, REPLAY_ONGOING, REPLAY_STATE, RP_PRODUCER, RUN_BATCH_FIELDS, TEXTS)
+                      ONGOING_FIELDS, PLAN_FIELDS, PRODUCER_FIELDS, RECORD_COLUMNS, RECOVERY_STATE, RENDER_BATCH,
+                      RENDER_RECORD, RENDER_STATE, REPLAY_FIELDS, REPLAY_ONGOING, REPLAY_STATE, RP_PRODUCER,
+                      RUN_BATCH_FIELDS, TEXTS)
 
 _ENTRY_PREFIX = "kafkalog_"
 
@@ -108,6 +109,8 @@ _SIGNATURES = {  # kernels.ENTRIES, in their argument order
     "agree_each": (_POINTER, _I64, _POINTER, _POINTER, _I64, _POINTER, _I64),
     "recovery_index": (_POINTER, _I64, _I64, _I64, _POINTER, _POINTER, _POINTER, _I64),
     "replay_transactional": (_POINTER, _I64, _I64, _POINTER, _I64, _POINTER, _I64, _POINTER, _POINTER, _POINTER),
+    "producer_slots": (_POINTER, _I64, _POINTER, _I64, _POINTER, _POINTER, _POINTER),
+    "plan_producers": (_POINTER, _I64, _POINTER, _I64, _POINTER, _POINTER, _POINTER, _I64),
     "decode_each": (_POINTER, _I64, _POINTER, _I64, _POINTER, _I64, _I64, _I64, _POINTER, _POINTER, _POINTER,
                     _POINTER, _I64, _POINTER, _I64, _I64, _POINTER, _I64, _I64, _POINTER),
     "decode_legacy_each": (_POINTER, _I64, _POINTER, _I64, _POINTER, _I64, _I64, _I64, _POINTER, _POINTER, _POINTER,
@@ -231,6 +234,27 @@ class NativeKernel:
                           _address(ongoing, np.int64, len(ONGOING_FIELDS), True), ongoing.shape[1],
                           _address(aborted, np.int64, len(ABORTED_FIELDS), True),
                           _address(abort_markers, np.int64, writable=True), _address(state, np.int64, writable=True))
+
+    def producer_slots(self, plan, table, slots, ids, last_rows) -> int:
+        """kernels.producer_slots: the producers numbered."""
+        count = plan.shape[1]
+        size = table.size
+        if not (plan.shape[0] == len(PLAN_FIELDS) and size >= 2 * count and size & (size - 1) == 0
+                and slots.size == ids.size == last_rows.size == count):
+            raise ValueError(f"bulk kernel: producer_slots of {count} rows with a table of {size}")
+        return self._call("producer_slots", _address(plan, np.int64, len(PLAN_FIELDS)), count,
+                          _address(table, np.int64, writable=True), size, _address(slots, np.int64, writable=True),
+                          _address(ids, np.int64, writable=True), _address(last_rows, np.int64, writable=True))
+
+    def plan_producers(self, plan, slots, epochs, sequences, apart, anomalies: bool) -> None:
+        """kernels.plan_producers: `apart`, `epochs` and `sequences` moved."""
+        count, producers = plan.shape[1], apart.size
+        if not (plan.shape[0] == len(PLAN_FIELDS) and slots.size == count and epochs.size == sequences.size == producers
+                and slots.max(initial=-1) < producers):
+            raise ValueError(f"bulk kernel: plan_producers of {count} rows for {producers} producers")
+        self._call("plan_producers", _address(plan, np.int64, len(PLAN_FIELDS)), count, _address(slots, np.int64),
+                   producers, _address(epochs, np.int64, writable=True), _address(sequences, np.int64, writable=True),
+                   _address(apart, np.int64, writable=True), int(anomalies))
 
     def decode_each(self, segment, payloads, columns, row: int, stop: int, starts, ends, in_payloads, first_record,
                     records, n: int, headers, h: int) -> tuple[int, int, int]:
