@@ -27,7 +27,7 @@ from .formats.record_batch import HEADER_SIZE, parse_batch
 from .formats.offset_index import OffsetIndex
 from .formats.segment import LOG_OVERHEAD, SegmentFile, offset_from_name
 from .native import bulk_scan
-from .recovery import ProducerState, shallow_entries, translate_offset
+from .recovery import ProducerState, require_v2_header, shallow_entries, translate_offset
 
 _PRODUCER_ID_AT = 43
 """A V2 header's producer id (`record_batch.HEADER`)."""
@@ -46,9 +46,17 @@ class LoadedSegment:
 
 
 def index_lookup(path: Path, base_offset: int) -> Callable[[int], int]:
-    """The lookup of an offset index file as Kafka searches it, damaged or not (`OffsetIndex.search`)."""
-    index = OffsetIndex(path, base_offset)
-    return lambda target: index.search(target).position
+    """The lookup of an offset index file as Kafka searches it, damaged or not (`OffsetIndex.search`),
+    read on the first lookup: most segments' indexes are never looked up."""
+    index = None
+
+    def lookup(target: int) -> int:
+        nonlocal index
+        if index is None:
+            index = OffsetIndex(path, base_offset)
+        return index.search(target).position
+
+    return lookup
 
 
 def entry_lookup(entries) -> Callable[[int], int]:
@@ -214,10 +222,7 @@ def _apply_entry(log: SegmentFile, position: int, size: int, state: ProducerStat
     its header has a producer id. Its 61-byte header is read from the file, past the entry's end
     where it is shorter (FileChannelRecordBatch.loadBatchHeader)."""
     buf = log.buffer
-    if position + HEADER_SIZE > log.file_size:
-        raise CorruptDataError(f"Failed to read `record batch header` from file channel: expected to read "
-                               f"{HEADER_SIZE} bytes, but reached end of file after reading {log.file_size - position} "
-                               f"bytes", path=log.path, position=position)
+    require_v2_header(log, position)
     if int.from_bytes(buf[position + _PRODUCER_ID_AT:position + _PRODUCER_ID_AT + 8], "big", signed=True) < 0:
         return
     if size >= HEADER_SIZE:

@@ -737,12 +737,18 @@ def _last_offset(segment: SegmentFile, position: int) -> int:
     (offset,) = _INT64.unpack_from(buf, position)
     if _magic(buf, position) < 2:
         return offset
+    require_v2_header(segment, position)
+    (delta,) = _INT32.unpack_from(buf, position + _LAST_OFFSET_DELTA_AT)
+    return java_long(offset + delta)
+
+
+def require_v2_header(segment: SegmentFile, position: int) -> None:
+    """FileChannelRecordBatch.loadBatchHeader reads 61 bytes from the file wherever the entry ends:
+    the file's end within them throws."""
     if position + _V2_HEADER_SIZE > segment.file_size:
         raise CorruptDataError(f"Failed to read `record batch header` from file channel: expected to read "
                                f"{_V2_HEADER_SIZE} bytes, but reached end of file after reading "
                                f"{segment.file_size - position} bytes", path=segment.path, position=position)
-    (delta,) = _INT32.unpack_from(buf, position + _LAST_OFFSET_DELTA_AT)
-    return java_long(offset + delta)
 
 
 def _magic(buf, position: int) -> int:
