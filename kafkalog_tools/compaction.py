@@ -21,6 +21,14 @@ producer is kept as an empty header to keep its sequence and epoch, and (Kafka 4
 before drop it) so is the batch that ends at the first uncleanable offset, so that the cleaned log
 keeps its last offset.
 
+The cleaner works on the log as Kafka's loader opened it (`retention.load_log`): after a clean
+shutdown (the log dir's `.kafka_cleanshutdown`) as it is on disk, but for segments without their
+.index, which are recovered; after an unclean one recovered from the recovery point on, the first
+segment cut short ending the log. The producers it keeps a last batch for are those the loader's
+state holds: a snapshot load drops the expired ones, the batches read after it add theirs. Where
+the loader throws, or the cleaner meets what is no batch in a segment it reads (it checks no CRC),
+Kafka cleans nothing and neither do we.
+
 Rules checked against 3.9.0-rc2 too: unchanged but for that batch; against Kafka 4.0's cleaner by the
 differential run (`fuzz/against_kafka.py`). Differences we accept: the offset map is exact (Kafka's holds MD5 hashes in a bounded buffer and
 may stop early when full); aborted transactions come from replaying the producer state, which is
@@ -33,6 +41,7 @@ import os
 import shutil
 import time
 from collections import deque
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -43,13 +52,13 @@ from .formats.logdir import CLEAN_SHUTDOWN, PartitionDir, Segment
 from .formats.offset_index import OffsetIndex
 from .formats.record_batch import (ATTR_CONTROL, ATTR_DELETE_HORIZON, ATTR_LOG_APPEND_TIME, ATTR_TRANSACTIONAL,
                                    NO_TIMESTAMP, build_batch, build_record)
-from .formats.segment import BadEntry, SegmentFile, offset_from_name
+from .formats.segment import BadEntry, SegmentFile, Stop, offset_from_name
 from .formats.time_index import TimeIndex
 from .formats.txn_index import AbortedTxn
-from .recovery import (ProducerState, ProducerStateError, Rebuild, RebuildOptions, refuse_output_in_input_tree,
-                       starting_producer_state)
-from .retention import (checkpointed, initial_high_watermark, initial_log_start_offset, largest_timestamp,
-                        log_end_offset)
+from .recovery import (ProducerState, ProducerStateError, Rebuild, RebuildOptions, SegmentRecovery, copy_prefix,
+                       refuse_output_in_input_tree, starting_producer_state)
+from .retention import (LoadedLog, checkpointed, initial_high_watermark, initial_log_start_offset, largest_timestamp,
+                        load_log, recovered_largest_timestamp)
 
 DEFAULT_DELETE_RETENTION_MS = 24 * 60 * 60 * 1000  # delete.retention.ms
 DEFAULT_MIN_CLEANABLE_RATIO = 0.5  # min.cleanable.dirty.ratio
@@ -156,6 +165,8 @@ class CompactionReport:
     null_key_offsets: list[int] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
+    failure: str | None = None
+    """Why Kafka cannot clean the partition at all: its loader or its cleaner throws."""
     log_start_offset: int = 0
     log_end_offset: int = 0
     high_watermark: int = 0
@@ -192,50 +203,94 @@ class CompactionReport:
 class _Segment:
     segment: Segment
     size: int
+    """Its bytes as Kafka's loader leaves them (a recovery may cut the file)."""
     mtime_ms: int
     batches: list[tuple[Batch, bytes]]
+    recovery: SegmentRecovery | None
+    """The loader's recovery of the segment, if it recovered it."""
+    unreadable: str | None = None
+    """Where reading stopped short of `size`, and why: the cleaner throws there if it reads that far."""
+    first_batch_unreadable: bool = False
+    """The first entry's size is below 14: LogSegment.getFirstBatchTimestamp throws."""
 
 
-def _read_segments(segments: list[Segment], report: CompactionReport) -> list[_Segment]:
+def _read_segments(loaded: LoadedLog, segments: list[Segment], open_files: ExitStack) -> list[_Segment]:
+    """The segments as loaded, each read up to where its batches stop being readable; their records
+    are read where the cleaner reads them, so the files stay open in `open_files`."""
+    by_base = {segment.base_offset: segment for segment in segments}
     out = []
-    for segment in segments:
-        batches = []
-        with SegmentFile(segment.log) as log:
-            for entry in log.entries():
-                if isinstance(entry, BadEntry) or not entry.crc_valid:
-                    report.problems.append(f"{log.path}: byte {entry.position}: unreadable batch; Kafka's cleaner "
-                                           f"fails here and marks the partition uncleanable; read up to it")
-                    break
-                try:
-                    records = entry.records()
-                    if entry.is_control and records and records[0].control_error is not None:
-                        # loading the log reads the marker, the cleaner its key: the first record, no more
-                        raise copy.copy(records[0].control_error)
-                except CorruptDataError as exc:
-                    report.problems.append(f"{exc.located(log.path, entry.position)}; Kafka's cleaner fails here; "
-                                           f"read up to it")
-                    break
-                batches.append((entry, bytes(log.buffer[entry.position:entry.end])))
-            out.append(_Segment(segment, log.file_size, log.mtime_ms, batches))
+    for held in loaded.segments:
+        batches, unreadable = [], None
+        log = open_files.enter_context(SegmentFile(held.path, max_bytes=held.end))
+        for entry in log.entries():
+            if isinstance(entry, BadEntry):  # (a bad CRC alone: the cleaner does not check CRCs)
+                unreadable = f"{log.path}: byte {entry.position}: unreadable batch"
+                break
+            batches.append((entry, bytes(log.buffer[entry.position:entry.end])))
+        if unreadable is None and log.stop is not Stop.END:
+            unreadable = _stop_reason(log)
+        out.append(_Segment(by_base[held.base_offset], log.end, log.mtime_ms, batches,
+                            loaded.recovered.get(held.base_offset), unreadable,
+                            log.stop is Stop.CORRUPT_SIZE and log.stop_position == 0))
     return out
 
 
-def _producer_state(partition: PartitionDir, segments: list[_Segment],
-                    report: CompactionReport) -> tuple[ProducerState, list[AbortedTxn]]:
-    start = starting_producer_state(partition, segments[0].segment.base_offset)
+def _stop_reason(log: SegmentFile) -> str:
+    """Why the walk of `log` ended before its end. The cleaner reads with a buffer that grows up to
+    max.message.bytes and throws where what is left is no batch: a size below 14
+    (CorruptRecordException), a batch past the end or a tail too short for a header (the buffer
+    cannot grow past it: IllegalStateException)."""
+    where = f"{log.path}: byte {log.stop_position}"
+    if log.stop is Stop.CORRUPT_SIZE:
+        return str(log.stop_error)
+    if log.stop is Stop.PARTIAL_ENTRY:
+        return f"{where}: a batch runs past the end of the file"
+    return f"{where}: {log.end - log.stop_position} bytes left, too few for a batch header"
+
+
+def _load(partition: PartitionDir, segments: list[Segment], report: CompactionReport) -> LoadedLog:
+    """The log as Kafka's loader opens it: after a clean shutdown (the log dir's marker) as it is,
+    but for segments without their .index; else recovered from the recovery point on."""
+    report.log_start_offset, source = initial_log_start_offset(partition, segments[0].base_offset, report.problems)
+    checkpoint_start = report.log_start_offset if source == "log-start-offset-checkpoint" else 0
+    recovery_point = None
+    if not (partition.path.parent / CLEAN_SHUTDOWN).exists():
+        recovery_point = checkpointed(partition, "recovery-point-offset-checkpoint", report.problems) or 0
+        report.notes.append(f"no clean shutdown marker in the log dir: Kafka's loader recovers the segments from "
+                            f"offset {recovery_point} (the recovery point) before anything cleans them")
+    loaded = load_log(partition, segments, checkpoint_start, report.log_start_offset, recovery_point,
+                      (report.now, report.settings.producer_id_expiration_ms))
+    if recovery_point is None and not partition.snapshots and not loaded.recovered:
+        report.notes.append("no producer snapshot after a clean shutdown: Kafka's loader starts the producer state "
+                            "empty at the log end, so the cleaner keeps no producer's last batch")
+    for recovery in loaded.recovered.values():
+        if recovery.truncated_bytes:
+            report.notes.append(f"{recovery.log_path}: Kafka's loader recovers it and cuts it to "
+                                f"{recovery.valid_bytes} bytes")
+    if loaded.deleted:
+        report.notes.append(f"Kafka's loader deletes the segments after the one it cut: base offsets "
+                            f"{', '.join(map(str, loaded.deleted))}")
+    return loaded
+
+
+def _aborted_transactions(partition: PartitionDir, read: list[_Segment],
+                          report: CompactionReport) -> list[AbortedTxn]:
+    """The aborted transactions of the segments read, by a replay of the producer state from before
+    the first (what their .txnindex files hold where they are sound)."""
+    start = starting_producer_state(partition, read[0].segment.base_offset)
     if not start.exact:
         report.notes.append(f"{start.origin}: transactions opened before it are unknown")
     state, aborted = start.state, []
-    for seg in segments:
+    for seg in read:
         for batch, _ in seg.batches:
             try:
                 txn = state.apply(batch)
             except (ProducerStateError, CorruptDataError) as exc:
-                report.problems.append(str(exc))
+                report.notes.append(f"replaying the producer state for aborted transactions: {exc}")
                 continue
             if txn is not None:
                 aborted.append(txn)
-    return state, aborted
+    return aborted
 
 
 # ---------------------------------------------------------------------------------------------
@@ -262,36 +317,56 @@ def analyze_partition(partition: PartitionDir, settings: CompactionSettings | No
     if not segments:
         report.notes.append("no .log segments")
         return report
-    read = _read_segments(segments, report)
-    try:
-        report.log_end_offset = log_end_offset(segments)
-    except KafkaLogError as exc:
-        last = read[-1]
-        report.log_end_offset = max((batch.last_offset + 1 for batch, _ in last.batches), default=last.segment.base_offset)
-        report.problems.append(f"Kafka's loader cannot read the log end offset ({exc}); taken as the next offset of "
-                               f"the last batch read: {report.log_end_offset}")
-    report.log_start_offset, _ = initial_log_start_offset(partition, segments[0].base_offset, report.problems)
+    loaded = _load(partition, segments, report)
+    if loaded.failure is not None:
+        _cannot_clean(report, loaded.failure)
+        return report
+    report.log_end_offset = loaded.log_end_offset
+    if report.log_start_offset > report.log_end_offset:
+        report.notes.append(f"the log start offset {report.log_start_offset} is beyond the log end offset "
+                            f"{report.log_end_offset}: Kafka's loader deletes every segment")
+        report.would_clean, report.clean_reason = False, "no bytes to clean"
+        return report
+    with ExitStack() as open_files:
+        _analyze_loaded(partition, report, loaded, _read_segments(loaded, segments, open_files))
+    return report
+
+
+def _analyze_loaded(partition: PartitionDir, report: CompactionReport, loaded: LoadedLog, read: list[_Segment]) -> None:
+    """The cleaner's run over the segments as loaded."""
+    settings = report.settings
     report.high_watermark, report.high_watermark_source = initial_high_watermark(
         partition, settings.high_watermark, report.log_start_offset, report.log_end_offset, report.problems)
-    state, aborted = _producer_state(partition, read, report)
-    if not partition.snapshots and (partition.path.parent / CLEAN_SHUTDOWN).exists():
-        # UnifiedLog.rebuildProducerState: after a clean shutdown, with no snapshot to load, Kafka snapshots
-        # an empty state at the last two segments and the log end instead of reading the log (the path of
-        # logs older than idempotence): the cleaner sees no producer and no open transaction
-        report.notes.append("no producer snapshot after a clean shutdown: Kafka's loader starts the producer state "
-                            "empty at the log end, so the cleaner keeps no producer's last batch")
-        state = ProducerState()
+    state = loaded.state
     # UnifiedLog.lastStableOffset: the first unstable offset when below the high watermark
     report.last_stable_offset = min([report.high_watermark] + list(state.ongoing))
     _cleanable_offsets(partition, read, report)
     _cleanable_bytes(read, report)
     _would_clean(read, report)
-    active_producers = _active_producers(state, now, settings.producer_id_expiration_ms)
-    offset_map, latest = _build_offset_map(read, report, aborted)
-    report.end_offset = latest + 1
-    _clean(read, report, offset_map, latest, aborted, active_producers)
+    active_producers = _active_producers(state)
+    aborted = _aborted_transactions(partition, read, report)
+    # what the cleaner reads: the first batch of each dirty non-active segment (maxCompactionDelay), the
+    # records of the dirty segments (the offset map), then the segments it cleans
+    unreadable = next((seg.unreadable for seg in _non_active_from(read, report.first_dirty_offset)
+                       if seg.first_batch_unreadable), None)
+    try:
+        offset_map, latest = _build_offset_map(read, report, aborted)
+        report.end_offset = latest + 1
+        cleaned = _segments_between(read, 0, report.end_offset) if latest >= 0 else []
+        unreadable = unreadable or next((seg.unreadable for seg in cleaned if seg.unreadable), None)
+        _clean(read, report, offset_map, latest, aborted, active_producers, cleaned)
+    except CorruptDataError as exc:
+        unreadable = unreadable or str(exc)
+        report.batches.clear()
+    if unreadable is not None:
+        _cannot_clean(report, f"{unreadable}; Kafka's cleaner throws here and marks the partition uncleanable")
     _summaries(read, report)
-    return report
+
+
+def _cannot_clean(report: CompactionReport, why: str) -> None:
+    report.failure = why
+    report.problems.append(why)
+    report.would_clean, report.clean_reason = False, why
 
 
 def _cleanable_offsets(partition: PartitionDir, read: list[_Segment], report: CompactionReport) -> None:
@@ -314,7 +389,7 @@ def _cleanable_offsets(partition: PartitionDir, read: list[_Segment], report: Co
     lag = max(settings.min_compaction_lag_ms, 0)
     if lag > 0:
         for seg in _non_active_from(read, report.first_dirty_offset):
-            largest, _ = largest_timestamp(seg.segment)
+            largest = _largest_timestamp(seg, now)
             if largest > now - lag:
                 candidates.append((seg.segment.base_offset, f"segment {seg.segment.base_offset} is younger than "
                                    f"min.compaction.lag.ms"))
@@ -322,6 +397,13 @@ def _cleanable_offsets(partition: PartitionDir, read: list[_Segment], report: Co
     offset, reason = min(candidates, key=lambda c: c[0])
     report.first_uncleanable_offset = max(report.first_dirty_offset, offset)
     report.uncleanable_reason = reason
+
+
+def _largest_timestamp(seg: _Segment, now: int) -> int:
+    """LogSegment.largestTimestamp of the segment as loaded."""
+    if seg.recovery is None:
+        return largest_timestamp(seg.segment)[0]
+    return recovered_largest_timestamp(seg.segment, seg.recovery, now)[0]
 
 
 def _non_active_from(read: list[_Segment], offset: int) -> list[_Segment]:
@@ -368,11 +450,11 @@ def _would_clean(read: list[_Segment], report: CompactionReport) -> None:
         report.clean_reason = f"dirty ratio {report.dirty_ratio:.4f} <= min.cleanable.dirty.ratio {settings.min_cleanable_ratio}"
 
 
-def _active_producers(state: ProducerState, now: int, expiration_ms: int) -> dict[int, tuple[int, int]]:
-    """UnifiedLog.lastRecordsOfActiveProducers: producer -> (last data offset or -1, epoch), for the
-    producers ProducerStateManager has not expired (isProducerExpired)."""
-    return {pid: (status.last_offset, status.epoch) for pid, status in state.producers.items()
-            if status.current_txn_first_offset is not None or now - status.last_timestamp < expiration_ms}
+def _active_producers(state: ProducerState) -> dict[int, tuple[int, int]]:
+    """UnifiedLog.lastRecordsOfActiveProducers: producer -> (last data offset or -1, epoch), for every
+    producer the loader's state holds (those a snapshot load found expired are gone; the periodic
+    expiry check has not run yet when the cleaner first runs)."""
+    return {pid: (status.last_offset, status.epoch) for pid, status in state.producers.items()}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -399,6 +481,8 @@ class _TransactionFilter:
         records = batch.records()
         if not records:
             return True  # an empty control batch was already cleaned
+        if records[0].control_error is not None:  # the cleaner reads its key: the first record, no more
+            raise copy.copy(records[0].control_error).located(batch.path, batch.position)
         name = records[0].control.name if records[0].control else None
         if name == "ABORT":
             txn = self.ongoing_aborted.pop(batch.producer_id, None)
@@ -450,10 +534,9 @@ def _build_offset_map(read: list[_Segment], report: CompactionReport,
 
 
 def _clean(read: list[_Segment], report: CompactionReport, offset_map: dict[bytes, int], latest: int,
-           aborted: list[AbortedTxn], active: dict[int, tuple[int, int]]) -> None:
-    """Cleaner.doClean / cleanSegments / cleanInto, one batch at a time."""
+           aborted: list[AbortedTxn], active: dict[int, tuple[int, int]], cleaned: list[_Segment]) -> None:
+    """Cleaner.doClean / cleanSegments / cleanInto over the segments `cleaned`, one batch at a time."""
     settings, now = report.settings, report.now
-    cleaned = _segments_between(read, 0, report.end_offset) if latest >= 0 else []
     clean_part = [s for s in read if s.segment.base_offset < report.first_dirty_offset]
     legacy_horizon = clean_part[-1].mtime_ms - settings.delete_retention_ms if clean_part else 0
     transactions = _TransactionFilter(aborted)
@@ -464,9 +547,13 @@ def _clean(read: list[_Segment], report: CompactionReport, offset_map: dict[byte
             plan = BatchPlan(seg.segment.base_offset, batch, data)
             report.batches.append(plan)
             if id(seg) not in cleaned_ids:
+                try:
+                    plan.kept = batch.records()
+                except CorruptDataError as exc:  # not read by the cleaner
+                    report.notes.append(f"{exc.located(batch.path, batch.position)}: its records are unreadable "
+                                        f"(the cleaner does not read them)")
                 plan.records = [RecordFate(r.offset, r.key, r.value is None and not batch.is_control, KEPT)
-                                for r in batch.records()]
-                plan.kept = batch.records()
+                                for r in plan.kept]
                 continue
             _filter_batch(plan, transactions, offset_map, latest, active, retain_legacy_deletes, now,
                           settings.delete_retention_ms, report.first_uncleanable_offset)
@@ -491,6 +578,16 @@ def _filter_batch(plan: BatchPlan, transactions: _TransactionFilter, offset_map:
         last_of_producer = (batch.last_offset == last_data_offset if last_data_offset >= 0
                             else batch.is_control and batch.producer_epoch == epoch)
     marker_for_empty_txn = can_discard and batch.is_control
+    if discard_records and not last_of_producer and batch.last_offset + 1 != upper_bound:
+        # BatchRetention.DELETE: filterTo drops the batch without reading its records
+        plan.outcome = DROPPED
+        try:
+            records = batch.records()
+        except CorruptDataError:
+            records = []
+        fate = MARKER_REMOVED if batch.is_control else ABORTED
+        plan.records = [RecordFate(r.offset, r.key, r.value is None and not batch.is_control, fate) for r in records]
+        return
     tombstones = False
     for record in batch.records():
         tombstone = record.value is None and not batch.is_control
@@ -544,10 +641,10 @@ def _group_segments(cleaned: list[_Segment], report: CompactionReport) -> list[l
     while rest:
         group = [rest.pop(0)]
         log_size = group[0].size
-        index_size, time_size = _index_sizes(group[0].segment)
+        index_size, time_size = _index_sizes(group[0])
         while rest:
             nxt = rest[0]
-            nxt_index, nxt_time = _index_sizes(nxt.segment)
+            nxt_index, nxt_time = _index_sizes(nxt)
             bound = (rest[1].segment.base_offset - 1) if len(rest) > 1 else report.first_uncleanable_offset - 1
             if not (log_size + nxt.size <= settings.segment_bytes
                     and index_size + nxt_index <= settings.max_index_bytes
@@ -562,9 +659,12 @@ def _group_segments(cleaned: list[_Segment], report: CompactionReport) -> list[l
     return [[s.segment.base_offset for s in group] for group in groups]
 
 
-def _index_sizes(segment: Segment) -> tuple[int, int]:
-    """Bytes of the real entries of the offset and time indexes (what sizeInBytes is once trimmed)."""
-    sizes = []
+def _index_sizes(seg: _Segment) -> tuple[int, int]:
+    """Bytes of the real entries of the offset and time indexes (what sizeInBytes is once trimmed); a
+    recovered segment's are those its recovery rebuilt."""
+    if seg.recovery is not None:
+        return len(seg.recovery.offset_entries) * 8, len(seg.recovery.time_entries) * 12
+    segment, sizes = seg.segment, []
     for path, kind, entry in ((segment.index, OffsetIndex, 8), (segment.timeindex, TimeIndex, 12)):
         try:
             sizes.append(kind(path, segment.base_offset).valid_count() * entry if path else 0)
@@ -652,9 +752,11 @@ def _write_partition(report: CompactionReport, partition: PartitionDir, staging:
     for segment in report.segments:
         if segment.base_offset in merged:
             continue
-        members = groups.get(segment.base_offset, [segment.base_offset])
         with open(staging / f"{segment.base_offset:020d}.log", "wb") as out:
-            for base in members:
+            if segment.base_offset not in groups:  # not cleaned: its bytes as loaded, unreadable ones too
+                copy_prefix(Path(segment.file), out, segment.size)
+                continue
+            for base in groups[segment.base_offset]:
                 for plan in by_segment.get(base, []):
                     out.write(output_bytes(plan))
     for name in ("leader-epoch-checkpoint", "partition.metadata"):

@@ -75,7 +75,10 @@ class Snapshots:
     """The producer snapshots the loader sees, by offset: a file of the partition dir, or a state
     the loader wrote meanwhile (ProducerState.saved)."""
 
-    def __init__(self, files: list[Path]):
+    def __init__(self, files: list[Path], expiry: tuple[int, int] | None = None):
+        """`expiry`: (now, producer.id.expiration.ms), to drop the producers a load finds expired
+        (None: keep them all)."""
+        self.expiry = expiry
         self.by_offset: dict[int, object] = {}
         for path in files:
             offset = offset_from_name(path)
@@ -103,14 +106,18 @@ class Snapshots:
             del self.by_offset[offset]
         for offset in sorted(self.by_offset, reverse=True):
             kept = self.by_offset[offset]
-            state = ProducerState()
-            if not isinstance(kept, Path):
+            if isinstance(kept, Path):
+                try:
+                    state = ProducerState.from_snapshot(producer_snapshot.read(kept))
+                except KafkaLogError:
+                    del self.by_offset[offset]
+                    continue
+            else:
+                state = ProducerState()
                 state.restore(kept)
-                return state, offset
-            try:
-                return ProducerState.from_snapshot(producer_snapshot.read(kept)), offset
-            except KafkaLogError:
-                del self.by_offset[offset]
+            if self.expiry is not None:
+                state.expire(*self.expiry)
+            return state, offset
         return ProducerState(), log_start
 
 

@@ -58,6 +58,12 @@ class ProducerStateError(CorruptDataError):
     """The log breaks a producer-state rule that makes Kafka's loading throw (not truncate)."""
 
 
+class InvalidOffsetError(KafkaLogError):
+    """Kafka's InvalidOffsetException from an index append during recovery: the loader's recovery
+    after an unclean shutdown (LogLoader.recoverLog) catches it and empties the segment; recovering
+    a segment without its .index does not."""
+
+
 def marker_records(batch: Batch) -> list:
     """A control batch's records as ProducerAppendInfo reads its marker. DefaultRecordBatch.iterator
     asks for the codec before it reads a record, and CompressionType.forId's IllegalArgumentException
@@ -434,6 +440,13 @@ class ProducerState:
         if self.on_anomaly is not None:
             self.on_anomaly(kind, message, batch)
 
+    def expire(self, now: int, expiration_ms: int) -> None:
+        """ProducerStateManager.loadFromSnapshot's filter (isProducerExpired): a producer without an
+        open transaction whose last write is `expiration_ms` or more before `now` is dropped."""
+        for pid in [pid for pid, status in self.producers.items()
+                    if status.current_txn_first_offset is None and now - status.last_timestamp >= expiration_ms]:
+            del self.producers[pid]
+
     def snapshot_entries(self) -> dict[int, producer_snapshot.ProducerEntry]:
         return {pid: status.as_snapshot_entry() for pid, status in self.producers.items()}
 
@@ -607,6 +620,10 @@ class SegmentRecovery:
     """Kafka's recovery would throw here rather than truncate; nothing should be written."""
     next_offset: int | None = None
     """readNextOffset of the recovered segment (its log end offset when it is the last)."""
+    map_end_offset: int | None = None
+    """The producer state's map end offset after the walk (updateProducerState): past the last V2
+    batch whose update completed, None without one. The loader snapshots the state there, which is
+    before a marker that made the walk stop."""
 
     @property
     def truncated_bytes(self) -> int:
@@ -837,6 +854,8 @@ class _RecoveryWalk:
         result.batches += 1
         if aborted is not None:
             result.add_aborted([aborted], entry.path, entry.position)
+        if entry.magic >= 2:
+            result.map_end_offset = entry.last_offset + 1
         return True
 
     def report(self) -> None:
@@ -922,6 +941,8 @@ class _RecoveryInBulk:
             _, aborted = self._replay_apart([row for row in plan.apart if start + row < stopped], start, stop, last)
         state.commit_run(plan, columns, last[start:stop], stopped - start)
         self.walk.result.add_aborted(aborted, self.walk.segment.path, None)
+        if stopped > start:
+            self.walk.result.map_end_offset = int(last[stopped - 1]) + 1
         return stopped
 
     def _replay_apart(self, rows: list[int], start: int, stop: int, last) -> tuple[int, list[AbortedTxn]]:
@@ -982,7 +1003,7 @@ def _ensure_offset_in_range(batch: Batch, base: int) -> None:
 
 def _append_offset_entry(result: SegmentRecovery, batch: Batch) -> None:
     if result.offset_entries and batch.last_offset <= result.offset_entries[-1][0]:
-        raise KafkaLogError(
+        raise InvalidOffsetError(
             f"Attempt to append an offset {batch.last_offset} to position {result.valid_bytes} no larger than "
             f"the last offset appended ({result.offset_entries[-1][0]})",
             path=batch.path, position=batch.position)
@@ -994,7 +1015,7 @@ def _maybe_append_time_entry(result: SegmentRecovery, path: str, position: int) 
     entry's throws first, whatever the timestamp."""
     last_timestamp, last_offset = result.time_entries[-1] if result.time_entries else (-1, result.base_offset)
     if result.time_entries and result.offset_of_max_timestamp < last_offset:
-        raise KafkaLogError(
+        raise InvalidOffsetError(
             f"Attempt to append an offset ({result.offset_of_max_timestamp}) to slot {len(result.time_entries)} "
             f"no larger than the last offset appended ({last_offset})", path=path, position=position)
     if result.max_timestamp > last_timestamp:
@@ -1275,7 +1296,7 @@ class Rebuild:
         old_size = _size(target) if target.exists() else None
         change = FileChange("log", str(target), "create" if old_size is None else "replace", old_size, length)
         if not self.options.dry_run:
-            change.backup = _replace_atomically(target, lambda out: _copy_prefix(source, out, length),
+            change.backup = _replace_atomically(target, lambda out: copy_prefix(source, out, length),
                                                 self.options.backup)
         return change
 
@@ -1381,7 +1402,7 @@ def _fsync_directory(directory: Path) -> None:
         os.close(fd)
 
 
-def _copy_prefix(source: Path, out, length: int) -> None:
+def copy_prefix(source: Path, out, length: int) -> None:
     with open(source, "rb") as src:
         remaining = length
         while remaining:

@@ -21,6 +21,7 @@ last entry on, so a big active segment is not read again and damage before that 
 """
 from __future__ import annotations
 
+import bisect
 import os
 import time
 from dataclasses import dataclass, field
@@ -35,7 +36,7 @@ from .formats.segment import BadEntry, SegmentFile, offset_from_name
 from .formats.time_index import TimeIndex, TimestampOffset
 from .native import bulk_scan
 from .producer_rebuild import LoadedSegment, Snapshots, entry_lookup, index_lookup, rebuild_producer_state
-from .recovery import SegmentRecovery, read_next_offset, recover_segment
+from .recovery import InvalidOffsetError, ProducerState, SegmentRecovery, read_next_offset, recover_segment
 
 DEFAULT_RETENTION_MS = 7 * 24 * 60 * 60 * 1000  # retention.ms
 UNLIMITED = -1  # retention.bytes default; -1 also switches retention.ms off
@@ -66,37 +67,52 @@ def segment_next_offset(log_path: str | os.PathLike, base_offset: int,
 
 @dataclass
 class LoadedLog:
-    """What Kafka's loader makes of a partition's segments when it opens the log after a clean
-    shutdown (LogLoader.load): a segment without its .index is recovered (LogSegment.recover: its
-    invalid tail cut off, its indexes rebuilt); the others are taken as they are; the log end
-    offset is the last segment's readNextOffset. `failure` is why Kafka cannot open the log at all
-    (its loader throws: the broker takes the log dir offline and no retention pass runs)."""
+    """What Kafka's loader makes of a partition's segments when it opens the log (LogLoader.load): a
+    segment without its .index is recovered (LogSegment.recover: its invalid tail cut off, its
+    indexes rebuilt); after a clean shutdown the others are taken as they are, after an unclean one
+    every segment from the recovery point is recovered too, and the first one cut short is the
+    last (recoverLog). The log end offset is the last segment's readNextOffset. `failure` is why
+    Kafka cannot open the log at all (its loader throws: the broker takes the log dir offline and
+    nothing runs on the log)."""
 
     log_end_offset: int | None = None
     recovered: dict[int, SegmentRecovery] = field(default_factory=dict)
-    """base offset -> the recovery of a segment that had no .index"""
+    """base offset -> the (latest) recovery of a segment"""
     failure: str | None = None
+    segments: list[LoadedSegment] = field(default_factory=list)
+    """The segments as loaded, each ending where its recovery cut it; those deleted are not here."""
+    deleted: list[int] = field(default_factory=list)
+    """Base offsets of the segments the recovery after an unclean shutdown deleted."""
+    state: ProducerState | None = None
+    """The producer state the loader ends with (None: it failed, or every segment went)."""
 
 
-def load_log(partition: PartitionDir, segments: list[Segment], checkpoint_start: int, log_start: int) -> LoadedLog:
-    """LogLoader.load after a clean shutdown: loadSegmentFiles (`checkpoint_start`: the
-    log-start-offset checkpoint's entry, 0 without one), the log end offset (recoverLog's
-    readNextOffset), then the producer state rebuilt up to it from the latest snapshot
-    (`log_start`: the log start offset the loader settles on), unless the log start lies past the
-    log end and every segment goes."""
+def load_log(partition: PartitionDir, segments: list[Segment], checkpoint_start: int, log_start: int,
+             recovery_point: int | None = None, expiry: tuple[int, int] | None = None) -> LoadedLog:
+    """LogLoader.load: loadSegmentFiles (`checkpoint_start`: the log-start-offset checkpoint's entry,
+    0 without one), after an unclean shutdown recoverLog from `recovery_point` (None: a clean
+    shutdown), the log end offset (readNextOffset), then the producer state rebuilt up to it from
+    the latest snapshot (`log_start`: the log start offset the loader settles on), unless the log
+    start lies past the log end and every segment goes. `expiry`: (now, producer.id.expiration.ms),
+    the producers a snapshot load drops (None: none, where only whether the loader throws matters)."""
     loaded = LoadedLog()
     try:
-        snapshots = Snapshots(partition.snapshots)
+        snapshots = Snapshots(partition.snapshots, expiry)
         held = _load_segment_files(segments, snapshots, checkpoint_start, loaded)
-        last = segments[-1]
+        if recovery_point is not None:
+            held = _recover_log(held, snapshots, checkpoint_start, recovery_point, loaded)
+        loaded.segments = held
+        last = held[-1]
         recovered = loaded.recovered.get(last.base_offset)
         if recovered is not None:
             loaded.log_end_offset = recovered.next_offset
         else:
-            loaded.log_end_offset = segment_next_offset(last.log, last.base_offset, last.index)
+            segment = next(s for s in segments if s.base_offset == last.base_offset)
+            loaded.log_end_offset = segment_next_offset(segment.log, segment.base_offset, segment.index)
         if log_start <= loaded.log_end_offset:
             snapshots.remove_stray([segment.base_offset for segment in held])
-            rebuild_producer_state(held, snapshots, log_start, loaded.log_end_offset, clean_shutdown=True)
+            loaded.state, _ = rebuild_producer_state(held, snapshots, log_start, loaded.log_end_offset,
+                                                     clean_shutdown=recovery_point is None)
     except KafkaLogError as exc:
         loaded.failure = f"Kafka's loader cannot open the log: {exc}"
     return loaded
@@ -104,27 +120,63 @@ def load_log(partition: PartitionDir, segments: list[Segment], checkpoint_start:
 
 def _load_segment_files(segments: list[Segment], snapshots: Snapshots, checkpoint_start: int,
                         loaded: LoadedLog) -> list[LoadedSegment]:
-    """LogLoader.loadSegmentFiles: no .index (sanityCheck's NoSuchFileException) means recoverSegment,
-    with the producer state of the segments before it, rebuilt by a ProducerStateManager of its
-    own, which snapshots it before and after (what either throws, the loader does not catch)."""
+    """LogLoader.loadSegmentFiles: no .index (sanityCheck's NoSuchFileException) means recoverSegment
+    (what it throws, the loader does not catch)."""
     held: list[LoadedSegment] = []
     for segment in segments:
         if segment.index is not None:
             held.append(LoadedSegment(segment.base_offset, segment.log, None,
                                       index_lookup(segment.index, segment.base_offset)))
             continue
-        state, last_snapshot = rebuild_producer_state(held, snapshots, checkpoint_start, segment.base_offset,
-                                                      clean_shutdown=False)
-        with SegmentFile(segment.log) as log:
-            recovery = recover_segment(log, state)
+        recovery = _recover_segment(held, LoadedSegment(segment.base_offset, segment.log, None, None), snapshots,
+                                    checkpoint_start, loaded)
         if recovery.failure is not None:
             raise recovery.failure
-        loaded.recovered[segment.base_offset] = recovery
-        if recovery.batches and recovery.next_offset > last_snapshot:
-            snapshots.take(recovery.next_offset, state)
-        held.append(LoadedSegment(segment.base_offset, segment.log, recovery.valid_bytes,
-                                  entry_lookup(recovery.offset_entries)))
+        held.append(_as_recovered(segment.base_offset, segment.log, recovery))
     return held
+
+
+def _recover_log(held: list[LoadedSegment], snapshots: Snapshots, checkpoint_start: int, recovery_point: int,
+                 loaded: LoadedLog) -> list[LoadedSegment]:
+    """LogLoader.recoverLog after an unclean shutdown: each segment from the one holding the recovery
+    point is recovered again, in order; an InvalidOffsetException empties the segment. The first
+    segment that loses bytes ends the log: the segments after it are deleted."""
+    bases = [segment.base_offset for segment in held]
+    first = max(bisect.bisect_right(bases, recovery_point) - 1, 0)
+    for index in range(first, len(held)):
+        segment = held[index]
+        recovery = _recover_segment(held[:index], segment, snapshots, checkpoint_start, loaded)
+        size = _size(segment.path) if segment.end is None else segment.end
+        if isinstance(recovery.failure, InvalidOffsetError):
+            recovery = SegmentRecovery(str(segment.path), segment.base_offset, size, next_offset=segment.base_offset)
+            loaded.recovered[segment.base_offset] = recovery
+        elif recovery.failure is not None:
+            raise recovery.failure
+        held[index] = _as_recovered(segment.base_offset, segment.path, recovery)
+        if recovery.valid_bytes < size:
+            loaded.deleted = bases[index + 1:]
+            return held[:index + 1]
+    return held
+
+
+def _recover_segment(before: list[LoadedSegment], segment: LoadedSegment, snapshots: Snapshots,
+                     checkpoint_start: int, loaded: LoadedLog) -> SegmentRecovery:
+    """LogLoader.recoverSegment: the producer state of the segments `before`, rebuilt by a
+    ProducerStateManager of its own (what that throws, the loader does not catch), then
+    LogSegment.recover over the segment's bytes as loaded so far; a snapshot after it."""
+    state, last_snapshot = rebuild_producer_state(before, snapshots, checkpoint_start, segment.base_offset,
+                                                  clean_shutdown=False)
+    with SegmentFile(segment.path, max_bytes=segment.end) as log:
+        recovery = recover_segment(log, state)
+    loaded.recovered[segment.base_offset] = recovery
+    if recovery.failure is None and (recovery.map_end_offset or 0) > last_snapshot:
+        snapshots.take(recovery.map_end_offset, state)
+    return recovery
+
+
+def _as_recovered(base_offset: int, path: Path, recovery: SegmentRecovery) -> LoadedSegment:
+    """The segment as its recovery leaves it: cut to its valid bytes, with the offset index it rebuilt."""
+    return LoadedSegment(base_offset, path, recovery.valid_bytes, entry_lookup(recovery.offset_entries))
 
 
 def log_end_offset(segments: list[Segment]) -> int:
@@ -350,7 +402,7 @@ def analyze_partition(partition: PartitionDir, settings: RetentionSettings | Non
         upper = segments[index + 1].base_offset if index + 1 < len(segments) else report.log_end_offset
         recovered = loaded.recovered.get(segment.base_offset)
         if recovered is not None:
-            size, (largest, source) = recovered.valid_bytes, _recovered_largest_timestamp(segment, recovered, now)
+            size, (largest, source) = recovered.valid_bytes, recovered_largest_timestamp(segment, recovered, now)
             report.notes.append(f"{segment.log}: no .index: Kafka's loader recovers the segment"
                                 + (f", cutting it to {recovered.valid_bytes} bytes" if recovered.truncated_bytes else ""))
         else:
@@ -377,7 +429,7 @@ def analyze_partition(partition: PartitionDir, settings: RetentionSettings | Non
 TRUNCATED_MTIME = "loading time (no timestamps; recovery cut the file, which sets its mtime)"
 
 
-def _recovered_largest_timestamp(segment: Segment, recovered: SegmentRecovery, now: int) -> tuple[int, str]:
+def recovered_largest_timestamp(segment: Segment, recovered: SegmentRecovery, now: int) -> tuple[int, str]:
     """LogSegment.largestTimestamp after recover: the largest batch timestamp it read, else the .log
     mtime, which the truncation sets to the moment the broker opens the log (taken as `now`)."""
     if recovered.max_timestamp >= 0:

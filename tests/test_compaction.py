@@ -182,16 +182,58 @@ def test_real_consumer_offsets_are_analysed_without_problems():
     assert summary["would_clean"] is False
 
 
-def test_damaged_segment_is_a_located_problem(tmp_path):
-    copy = tmp_path / "accounts-0"
+def _damaged_accounts(tmp_path, change, clean_shutdown: bool):
+    """The accounts partition (segments 0, 10, 20 and the active 30) in a log dir of its own, segment
+    10's first batch changed, with the clean shutdown marker or without."""
+    copy = tmp_path / "logs" / "accounts-0"
     shutil.copytree(ACCOUNTS, copy)
+    if clean_shutdown:
+        (copy.parent / ".kafka_cleanshutdown").write_bytes(b"")
     log = copy / "00000000000000000010.log"
     data = bytearray(log.read_bytes())
-    data[40] ^= 0x55
+    change(data)
     log.write_bytes(bytes(data))
-    result, objects = run("--now", NOW, copy)
-    assert result.exit_code == 1
-    assert any("00000000000000000010.log: byte 0" in p for p in objects[-1]["problems"])
+    return copy
+
+
+def _flip_max_timestamp(data):
+    data[40] ^= 0x55  # in the header's max timestamp: the CRC alone is wrong
+
+
+def _size_five(data):
+    data[8:12] = (5).to_bytes(4, "big")
+
+
+# Kafka 4.0's answers (kafka-oracle clean, with --unclean where there is no marker), checked live
+@pytest.mark.parametrize("change, clean_shutdown, exit_code, log_end, cleaned_up_to, says", [
+    # after an unclean shutdown the loader recovers: segment 10 cut to nothing, 20 and 30 deleted
+    (_flip_max_timestamp, False, 0, 10, 10, "cuts it to 0 bytes"),
+    (_size_five, False, 0, 10, 10, "cuts it to 0 bytes"),
+    # after a clean shutdown nothing is recovered: the cleaner checks no CRC, but throws on a size below 14
+    (_flip_max_timestamp, True, 0, 32, 30, None),
+    (_size_five, True, 1, 32, 30, "Found record size 5 smaller than minimum record overhead (14)"),
+])
+def test_a_damaged_partition_is_loaded_then_cleaned_as_kafka_does(tmp_path, change, clean_shutdown, exit_code,
+                                                                   log_end, cleaned_up_to, says):
+    """We used to stop at the first bad CRC and call the partition uncleanable, without the loader's
+    recovery (found by the differential run on damaged partitions)."""
+    copy = _damaged_accounts(tmp_path, change, clean_shutdown)
+    result, objects = run("--now", NOW, "--simulate", "--output-dir", tmp_path / "out", copy)
+    summary = objects[-1]
+    assert result.exit_code == exit_code, result.output
+    if exit_code:
+        assert summary["would_clean"] is False and summary["output_dir"] is None
+        assert says in summary["problems"][0] and "00000000000000000010.log" in summary["problems"][0]
+        assert not (tmp_path / "out").exists()
+        return
+    assert (summary["log_end_offset"], summary["cleaned_up_to"], summary["problems"]) == (log_end, cleaned_up_to, [])
+    if says:
+        assert any(says in note for note in summary["notes"])
+        assert any("deletes the segments after the one it cut: base offsets 20, 30" in n for n in summary["notes"])
+        written = tmp_path / "out" / "accounts-0"
+        assert sorted(p.name for p in written.glob("*.log")) == ["00000000000000000000.log",
+                                                                 "00000000000000000010.log"]
+        assert (written / "00000000000000000010.log").stat().st_size == 0
 
 
 @pytest.mark.parametrize("name", ["golden-v2-mixed-0", "golden-v2-txn-0"])

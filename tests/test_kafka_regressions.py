@@ -1024,3 +1024,41 @@ def test_a_decoder_that_catches_an_unreadable_value_prints_why_and_goes_on(tmp_p
     else:
         assert lines[bad_line].endswith("}" + caught.format(o=offset))
         assert len(lines) > bad_line + 1 and f"offset: {offset + 1} " in lines[bad_line + 1]
+
+
+@pytest.mark.parametrize("without_index, kept", [
+    (True, [(1, 2, 0), (2, -1, 1)]),  # producer 2's last batch, read after the loader's snapshot, as an empty header
+    (False, [(2, -1, 1)]),  # a clean shutdown without snapshots: no producer at all
+])
+def test_the_cleaner_keeps_the_last_batch_of_the_producers_the_loader_holds(tmp_path, without_index, kept):
+    """Kafka's loader drops the producers it finds expired when it loads a snapshot, not those it
+    reads from the log after it; the cleaner keeps the last batch of every producer it holds. Here
+    segment 0 (producer 1, two days old) has no .index: its recovery snapshots the state at offset
+    1, the final rebuild loads that snapshot (producer 1 expired) and reads producer 2's batch from
+    segment 1. Kafka's cleaner (kafka-oracle clean, checked live) keeps it as an empty header; we
+    expired every producer by its age and dropped it (differential run on damaged partitions)."""
+    import json
+
+    day = 86_400_000
+    partition = tmp_path / "logs" / "t-0"
+    partition.mkdir(parents=True)
+    batches = [build_batch(0, [build_record(0, 0, b"k", b"v")], producer_id=1, producer_epoch=0, base_sequence=0,
+                           base_timestamp=T0, max_timestamp=T0),
+               build_batch(1, [build_record(0, 0, b"k", b"v")], producer_id=2, producer_epoch=0, base_sequence=0,
+                           base_timestamp=T0 + 1, max_timestamp=T0 + 1)]
+    batches += [build_batch(offset, [build_record(0, 0, b"k", b"w")], base_timestamp=T0 + offset,
+                            max_timestamp=T0 + offset) for offset in (2, 3)]
+    for offset, batch in enumerate(batches):
+        (partition / f"{offset:020d}.log").write_bytes(batch)
+    assert CliRunner().invoke(cli, ["rebuild-index", "--no-backup", "--format", "json", str(partition)]).exit_code == 0
+    if without_index:
+        (partition / "00000000000000000000.index").unlink()
+    (partition.parent / ".kafka_cleanshutdown").write_bytes(b"")
+    result = CliRunner().invoke(cli, ["compaction", "--simulate", "--output-dir", str(tmp_path / "out"), "--now",
+                                      str(T0 + 2 * day), "--delete-retention-ms", "0", "--format", "json",
+                                      str(partition)])
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.stdout.splitlines()[-1])
+    assert summary["cleaned_up_to"] == 3
+    with SegmentFile(tmp_path / "out" / "t-0" / "00000000000000000000.log") as cleaned:
+        assert [(b.base_offset, b.producer_id, b.count) for b in cleaned.entries()] == kept

@@ -70,7 +70,7 @@ def command(paths, now, delete_retention_ms, min_compaction_lag_ms, max_compacti
                                     high_watermark=high_watermark)
     def analyze(partition):
         report = c.analyze_partition(partition, settings)
-        return report, c.simulate(report, partition, output_dir) if simulate else None
+        return report, c.simulate(report, partition, output_dir) if simulate and report.failure is None else None
 
     walk = PartitionWalk(paths)
     writer = LineWriter() if output_format == "json" else None
