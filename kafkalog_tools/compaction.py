@@ -27,12 +27,13 @@ shutdown (the log dir's `.kafka_cleanshutdown`) as it is on disk, but for segmen
 segment cut short ending the log. The producers it keeps a last batch for are those the loader's
 state holds: a snapshot load drops the expired ones, the batches read after it add theirs. Where
 the loader throws, or the cleaner meets what is no batch in a segment it reads (it checks no CRC),
-Kafka cleans nothing and neither do we.
+a batch it cannot rebuild or an offset its cleaned segment cannot hold, Kafka cleans nothing and
+neither do we.
 
 Rules checked against 3.9.0-rc2 too: unchanged but for that batch; against Kafka 4.0's cleaner by the
 differential run (`fuzz/against_kafka.py`). Differences we accept: the offset map is exact (Kafka's holds MD5 hashes in a bounded buffer and
-may stop early when full); aborted transactions come from replaying the producer state, which is
-what a sound .txnindex holds. Everything read is held in memory: this is for forensic-size logs.
+may stop early when full). Aborted transactions come from the segments' `.txnindex` files, as
+Kafka's cleaner reads them. Everything read is held in memory: this is for forensic-size logs.
 """
 from __future__ import annotations
 
@@ -40,7 +41,7 @@ import copy
 import os
 import shutil
 import time
-from collections import deque
+import heapq
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -54,9 +55,9 @@ from .formats.record_batch import (ATTR_CONTROL, ATTR_DELETE_HORIZON, ATTR_LOG_A
                                    NO_TIMESTAMP, build_batch, build_record)
 from .formats.segment import BadEntry, SegmentFile, Stop, offset_from_name
 from .formats.time_index import TimeIndex
-from .formats.txn_index import AbortedTxn
-from .recovery import (ProducerState, ProducerStateError, Rebuild, RebuildOptions, SegmentRecovery, copy_prefix,
-                       refuse_output_in_input_tree, starting_producer_state)
+from .formats.txn_index import AbortedTxn, TransactionIndex
+from .recovery import (ProducerState, Rebuild, RebuildOptions, SegmentRecovery, copy_prefix,
+                       refuse_output_in_input_tree)
 from .retention import (LoadedLog, checkpointed, initial_high_watermark, initial_log_start_offset, largest_timestamp,
                         load_log, recovered_largest_timestamp)
 
@@ -226,6 +227,9 @@ def _read_segments(loaded: LoadedLog, segments: list[Segment], open_files: ExitS
             if isinstance(entry, BadEntry):  # (a bad CRC alone: the cleaner does not check CRCs)
                 unreadable = f"{log.path}: byte {entry.position}: unreadable batch"
                 break
+            if not 0 <= entry.magic <= 2:  # ByteBufferLogInputStream, the cleaner's reader, checks it
+                unreadable = f"{log.path}: byte {entry.position}: Invalid magic found in record: {entry.magic}"
+                break
             batches.append((entry, bytes(log.buffer[entry.position:entry.end])))
         if unreadable is None and log.stop is not Stop.END:
             unreadable = _stop_reason(log)
@@ -273,23 +277,15 @@ def _load(partition: PartitionDir, segments: list[Segment], report: CompactionRe
     return loaded
 
 
-def _aborted_transactions(partition: PartitionDir, read: list[_Segment],
-                          report: CompactionReport) -> list[AbortedTxn]:
-    """The aborted transactions of the segments read, by a replay of the producer state from before
-    the first (what their .txnindex files hold where they are sound)."""
-    start = starting_producer_state(partition, read[0].segment.base_offset)
-    if not start.exact:
-        report.notes.append(f"{start.origin}: transactions opened before it are unknown")
-    state, aborted = start.state, []
+def _aborted_transactions(read: list[_Segment]) -> list[AbortedTxn]:
+    """LocalLog.collectAbortedTransactions over every segment: the entries of its `.txnindex` as
+    loaded, rebuilt by the loader's recovery or read from the file (none without one)."""
+    aborted: list[AbortedTxn] = []
     for seg in read:
-        for batch, _ in seg.batches:
-            try:
-                txn = state.apply(batch)
-            except (ProducerStateError, CorruptDataError) as exc:
-                report.notes.append(f"replaying the producer state for aborted transactions: {exc}")
-                continue
-            if txn is not None:
-                aborted.append(txn)
+        if seg.recovery is not None:
+            aborted += seg.recovery.aborted_txns
+        elif seg.segment.txnindex is not None:
+            aborted += TransactionIndex(seg.segment.txnindex).entries()
     return aborted
 
 
@@ -344,12 +340,12 @@ def _analyze_loaded(partition: PartitionDir, report: CompactionReport, loaded: L
     _cleanable_bytes(read, report)
     _would_clean(read, report)
     active_producers = _active_producers(state)
-    aborted = _aborted_transactions(partition, read, report)
     # what the cleaner reads: the first batch of each dirty non-active segment (maxCompactionDelay), the
     # records of the dirty segments (the offset map), then the segments it cleans
     unreadable = next((seg.unreadable for seg in _non_active_from(read, report.first_dirty_offset)
                        if seg.first_batch_unreadable), None)
     try:
+        aborted = _aborted_transactions(read)
         offset_map, latest = _build_offset_map(read, report, aborted)
         report.end_offset = latest + 1
         cleaned = _segments_between(read, 0, report.end_offset) if latest >= 0 else []
@@ -466,13 +462,22 @@ class _TransactionFilter:
     """CleanedTransactionMetadata: which data batches are aborted, which markers can go."""
 
     def __init__(self, aborted: list[AbortedTxn]):
-        self.pending = deque(sorted(aborted, key=lambda t: t.first_offset))
+        self.pending: list[tuple[int, int, AbortedTxn]] = []
+        self.added = 0
         self.ongoing_aborted: dict[int, dict] = {}
         self.ongoing_committed: set[int] = set()
+        self.add(aborted)
+
+    def add(self, aborted: list[AbortedTxn]) -> None:
+        """addAbortedTransactions: into the queue by first offset (a transaction added twice is
+        consumed twice, as Kafka's PriorityQueue does)."""
+        for txn in aborted:
+            heapq.heappush(self.pending, (txn.first_offset, self.added, txn))
+            self.added += 1
 
     def _consume_up_to(self, offset: int) -> None:
-        while self.pending and self.pending[0].first_offset <= offset:
-            txn = self.pending.popleft()
+        while self.pending and self.pending[0][0] <= offset:
+            txn = heapq.heappop(self.pending)[2]
             self.ongoing_aborted.setdefault(txn.producer_id, {"txn": txn, "last_batch": None})
 
     def on_control(self, batch: Batch) -> bool:
@@ -539,9 +544,15 @@ def _clean(read: list[_Segment], report: CompactionReport, offset_map: dict[byte
     settings, now = report.settings, report.now
     clean_part = [s for s in read if s.segment.base_offset < report.first_dirty_offset]
     legacy_horizon = clean_part[-1].mtime_ms - settings.delete_retention_ms if clean_part else 0
-    transactions = _TransactionFilter(aborted)
+    report.groups = _group_segments(cleaned, report)
+    transactions = _TransactionFilter([])
     cleaned_ids = {id(s) for s in cleaned}
+    upper_bounds = _upper_bounds(cleaned, report.groups)
     for seg in read:
+        if id(seg) in cleaned_ids:
+            # cleanSegments: the aborted transactions of each segment's range, added as it comes to it
+            start, upper = seg.segment.base_offset, upper_bounds[seg.segment.base_offset]
+            transactions.add([t for t in aborted if t.last_offset >= start and t.first_offset < upper])
         retain_legacy_deletes = seg.mtime_ms > legacy_horizon
         for batch, data in seg.batches:
             plan = BatchPlan(seg.segment.base_offset, batch, data)
@@ -557,7 +568,34 @@ def _clean(read: list[_Segment], report: CompactionReport, offset_map: dict[byte
                 continue
             _filter_batch(plan, transactions, offset_map, latest, active, retain_legacy_deletes, now,
                           settings.delete_retention_ms, report.first_uncleanable_offset)
-    report.groups = _group_segments(cleaned, report)
+        if id(seg) in cleaned_ids:
+            _check_offsets_fit(seg, report)
+
+
+def _check_offsets_fit(seg: _Segment, report: CompactionReport) -> None:
+    """LogSegment.append's ensureOffsetInRange on the cleaned segment: the largest offset written from
+    `seg` must be within 2^31 - 1 of the cleaned segment's base (its group's first). Where it is not,
+    Kafka's cleaner splits the segment (LocalLog.splitOverflowedSegment) and abandons this cleaning."""
+    base = next(group[0] for group in report.groups if seg.segment.base_offset in group)
+    written = [plan.batch.last_offset for plan in report.batches
+               if plan.segment == seg.segment.base_offset and plan.outcome != DROPPED]
+    if written and not 0 <= max(written) - base <= INT_MAX:
+        raise CorruptDataError(f"Detected offset overflow at offset {max(written)} in the cleaned segment at base "
+                               f"offset {base}: Kafka's cleaner splits segment {seg.segment.base_offset} and gives "
+                               f"up this cleaning", path=seg.segment.log)
+
+
+def _upper_bounds(cleaned: list[_Segment], groups: list[list[int]]) -> dict[int, int]:
+    """Base offset -> the end of the range whose aborted transactions cleanSegments collects for the
+    segment: the next segment's base offset in its group, for the group's last its readNextOffset."""
+    by_base = {seg.segment.base_offset: seg for seg in cleaned}
+    bounds = {}
+    for group in groups:
+        for base, following in zip(group, group[1:] + [None]):
+            seg = by_base[base]
+            bounds[base] = following if following is not None else (
+                seg.batches[-1][0].last_offset + 1 if seg.batches else base)
+    return bounds
 
 
 def _filter_batch(plan: BatchPlan, transactions: _TransactionFilter, offset_map: dict[bytes, int], latest: int,
@@ -606,6 +644,7 @@ def _filter_batch(plan: BatchPlan, transactions: _TransactionFilter, offset_map:
         if len(plan.kept) == len(plan.records) and not set_horizon:
             plan.outcome, plan.delete_horizon_ms = ORIGINAL, batch.delete_horizon_ms
         else:
+            _check_rebuildable(batch)
             plan.outcome = REBUILT
             # Java's long sum: a delete.retention.ms near Long.MAX_VALUE wraps it negative, as Kafka writes it
             plan.delete_horizon_ms = java_long(now + delete_retention_ms) if set_horizon else batch.delete_horizon_ms
@@ -613,6 +652,23 @@ def _filter_batch(plan: BatchPlan, transactions: _TransactionFilter, offset_map:
         plan.outcome = EMPTY_HEADER  # BatchRetention.RETAIN_EMPTY
     else:
         plan.outcome = DROPPED
+
+
+def _check_rebuildable(batch: Batch) -> None:
+    """MemoryRecordsBuilder.validateProducerState, which the cleaner meets when it rebuilds a batch
+    of the records it keeps: header fields a damaged batch may carry make it throw."""
+    if batch.magic < 2:
+        return
+    refused = None
+    if batch.is_transactional and batch.producer_id == -1:
+        refused = "Cannot write transactional messages without a valid producer ID"
+    elif batch.producer_id != -1 and batch.producer_epoch == -1:
+        refused = "Invalid negative producer epoch"
+    elif batch.producer_id != -1 and batch.base_sequence < 0 and not batch.is_control:
+        refused = "Invalid negative sequence number used"
+    if refused is not None:
+        raise CorruptDataError(f"IllegalArgumentException rebuilding the batch: {refused}", path=batch.path,
+                               position=batch.position)
 
 
 def _record_fate(batch: Batch, record: Record, offset_map: dict[bytes, int], latest: int,

@@ -1062,3 +1062,104 @@ def test_the_cleaner_keeps_the_last_batch_of_the_producers_the_loader_holds(tmp_
     assert summary["cleaned_up_to"] == 3
     with SegmentFile(tmp_path / "out" / "t-0" / "00000000000000000000.log") as cleaned:
         assert [(b.base_offset, b.producer_id, b.count) for b in cleaned.entries()] == kept
+
+
+def _batch(offset: int, key: bytes, **fields) -> bytes:
+    return build_batch(offset, [build_record(0, 0, key, b"v")], base_timestamp=T0 + offset, max_timestamp=T0 + offset,
+                       **fields)
+
+
+def _marker(offset: int, producer_id: int, abort: bool) -> bytes:
+    from kafkalog_tools.formats.record_batch import ATTR_CONTROL, ATTR_TRANSACTIONAL
+
+    key = b"\x00\x00\x00\x00" if abort else _COMMIT_KEY
+    return build_batch(offset, [build_record(0, 0, key, _MARKER)], producer_id=producer_id, producer_epoch=0,
+                       attributes=ATTR_TRANSACTIONAL | ATTR_CONTROL, base_timestamp=T0 + offset,
+                       max_timestamp=T0 + offset)
+
+
+def _transactional(offset: int, key: bytes, producer_id: int, sequence: int) -> bytes:
+    from kafkalog_tools.formats.record_batch import ATTR_TRANSACTIONAL
+
+    return _batch(offset, key, producer_id=producer_id, producer_epoch=0, base_sequence=sequence,
+                  attributes=ATTR_TRANSACTIONAL)
+
+
+CLEANER_SHAPES = {
+    # segment 0 ends with a batch at offset 25, as if a bit flip had moved it past the transaction that
+    # segment 21 aborts: Kafka's cleaner adds a segment's aborted transactions when it comes to that
+    # segment, so producer 3's committed batch at 12 stays (we took it for aborted)
+    "late aborted transaction": [(0, [_batch(0, b"a"), _batch(25, b"b", producer_id=9, producer_epoch=0,
+                                                                base_sequence=0)]),
+                                 (8, [_transactional(12, b"c", 3, 0), _marker(13, 3, abort=False), _batch(14, b"a")]),
+                                 (21, [_transactional(21, b"e", 3, 1), _marker(22, 3, abort=True), _batch(23, b"f")]),
+                                 (24, [_batch(24, b"z")])],
+    # a producer id with no epoch: rebuilding the batch (one of its records goes) is refused
+    "no producer epoch": [(0, [build_batch(0, [build_record(0, 0, b"a", b"1"), build_record(1, 0, b"b", b"2")],
+                                           producer_id=5, producer_epoch=-1, base_sequence=0, base_timestamp=T0,
+                                           max_timestamp=T0), _batch(2, b"a")]),
+                          (3, [_batch(3, b"z")])],
+    # an offset 2^31 past the segment's base: appending it to the cleaned segment overflows
+    "offset overflow": [(0, [_batch(0, b"a"), _batch(2**31 + 10, b"b")]), (8, [_batch(8, b"a")]), (9, [_batch(9, b"z")])],
+    # producer 1's transaction at 0 aborted by the marker at 1, whose producer id a bit flip changes once
+    # the .txnindex is written (`_flip_marker_producer`): Kafka's cleaner takes the aborted transactions
+    # from the .txnindex, and drops 0 (we replayed the markers, found none, and kept it)
+    "marker of another producer": [(0, [_transactional(0, b"a", 1, 0), _marker(1, 1, abort=True), _batch(2, b"b")]),
+                                   (3, [_batch(3, b"z")])],
+    # a magic of 85: the cleaner's reader refuses it (Kafka's file reader does not)
+    "invalid magic": [(0, [_batch(0, b"a"), _batch(1, b"b")[:16] + b"\x55" + _batch(1, b"b")[17:], _batch(2, b"a")]),
+                      (3, [_batch(3, b"z")])],
+}
+
+
+def cleaner_shape(root, name: str):
+    """A partition of `CLEANER_SHAPES[name]` after a clean shutdown, indexed by our rebuild-index; and
+    the time to clean it at."""
+    partition = root / "logs" / "t-0"
+    partition.mkdir(parents=True)
+    for base, batches in CLEANER_SHAPES[name]:
+        (partition / f"{base:020d}.log").write_bytes(b"".join(batches))
+    CliRunner().invoke(cli, ["rebuild-index", "--no-backup", "--format", "json", str(partition)])
+    if name == "marker of another producer":
+        log = partition / "00000000000000000000.log"
+        data = bytearray(log.read_bytes())
+        marker = len(_transactional(0, b"a", 1, 0))
+        data[marker + 43] ^= 0x04  # the marker's producer id, 1 -> 1125899906842625 (not under the CRC's check here)
+        log.write_bytes(bytes(data))
+    for log in partition.glob("*.log"):  # (where recovery refuses an offset: empty indexes, which Kafka takes)
+        for suffix in (".index", ".timeindex"):
+            log.with_suffix(suffix).touch()
+    (partition.parent / ".kafka_cleanshutdown").write_bytes(b"")
+    return partition, T0 + 10**6
+
+
+@pytest.mark.parametrize("name, kafka_says", [
+    ("late aborted transaction", None),
+    ("marker of another producer", None),
+    ("no producer epoch", "Invalid negative producer epoch"),
+    ("offset overflow", "Detected offset overflow at offset 2147483658"),
+    ("invalid magic", "Invalid magic found in record: 85"),
+])
+def test_the_cleaner_on_a_damaged_closed_segment_does_what_kafkas_does(tmp_path, name, kafka_says):
+    """Kafka's cleaner (kafka-oracle clean after a clean shutdown, checked live) on `CLEANER_SHAPES`:
+    where it throws (rebuilding a batch MemoryRecordsBuilder refuses, an offset the cleaned segment
+    cannot hold, a magic its reader refuses) we must say so, clean nothing and exit 1; where it cleans,
+    alike (found by damaging closed segments in the differential run)."""
+    import json
+
+    partition, now = cleaner_shape(tmp_path, name)
+    result = CliRunner().invoke(cli, ["compaction", "--simulate", "--output-dir", str(tmp_path / "out"), "--now", str(now),
+                                      "--format", "json", str(partition)])
+    summary = json.loads(result.stdout.splitlines()[-1])
+    if kafka_says:
+        assert (result.exit_code, summary["would_clean"], summary["output_dir"]) == (1, False, None), result.output
+        assert kafka_says in summary["problems"][0]
+        return
+    with SegmentFile(tmp_path / "out" / "t-0" / "00000000000000000000.log") as cleaned:
+        kept = {record.offset for batch in cleaned.entries() for record in batch.records()}
+    if name == "late aborted transaction":
+        assert result.exit_code == 0 and summary["cleaned_up_to"] == 24, result.output
+        assert 12 in kept and 21 not in kept  # the committed batch stays, the aborted one goes
+    else:
+        assert result.exit_code == 0 and summary["cleaned_up_to"] == 3, result.output
+        assert kept == {1, 2}  # the aborted record goes; the marker stays until its delete horizon

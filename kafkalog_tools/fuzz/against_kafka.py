@@ -102,8 +102,10 @@ class Report:
 
 
 OPEN_DIFFERENCES: tuple[tuple[str, str, str], ...] = (  # (kind, pattern of the difference, what it is)
-    ("compaction", r"our compaction failed: exit 1 .*Detected offset overflow",
-     "a batch offset that overflows its segment after an unclean shutdown: Kafka's loader splits the segment"),
+    ("compaction", r"our compaction failed: exit 1 .*Kafka's loader cannot open the log: .*Detected offset overflow",
+     "a batch offset that overflows its segment in a recovery: Kafka's loader splits the segment"),
+    ("retention", r"our retention failed: exit 1 .*Kafka's loader cannot open the log: .*Detected offset overflow",
+     "a batch offset that overflows its segment in a recovery: Kafka's loader splits the segment"),
 )
 """Each is in the README's list of open differences; a case of one is saved as open-<kind>-..."""
 
@@ -655,19 +657,56 @@ def keyed_partition(rng: random.Random, directory: Path, codecs_allowed: tuple[i
 
 DAMAGES = ("none", "none", "none", "cut tail", "garbage tail", "zero tail", "bit flip",
            "garbage before the last index entry", "index past the log", "index behind the log", "garbage in the index",
-           "index zero-filled tail", "no active .index", "no .index", "no .timeindex")
+           "index zero-filled tail", "no active .index", "no .index", "no .timeindex",
+           "bit flip in a closed segment", "garbage in a closed segment", "a batch size in a closed segment")
+
+
+def _damage_closed_segment(rng: random.Random, kind: str, closed: list[Path]) -> tuple[str, str]:
+    """One of `damage_partition`'s kinds in a segment before the active one (which Kafka's cleaner
+    reads and its loader, after a clean shutdown, does not)."""
+    victims = [path for path in closed if path.stat().st_size]
+    if not victims:
+        return "none", "none"
+    victim = rng.choice(victims)
+    stamp = victim.stat().st_mtime_ns
+    data = bytearray(victim.read_bytes())
+    if kind.startswith("bit flip"):
+        bit = rng.randrange(len(data) * 8)
+        data[bit // 8] ^= 1 << (bit % 8)
+        what = f"{kind}: byte {bit // 8} of {victim.name}"
+    elif kind.startswith("garbage"):
+        at, length = rng.randrange(len(data)), rng.randrange(1, 30)
+        data[at:at + length] = rng.randbytes(length)[:len(data) - at]
+        what = f"{kind}: {length} bytes at {at} of {victim.name}"
+    else:
+        starts, position = [], 0
+        while position + 12 <= len(data):
+            starts.append(position)
+            position += 12 + int.from_bytes(data[position + 8:position + 12], "big")
+        if not starts:
+            return "none", "none"
+        at = rng.choice(starts)
+        size = rng.choice((0, 5, 13, 40, 100_000))
+        data[at + 8:at + 12] = size.to_bytes(4, "big")
+        what = f"{kind}: {size} at byte {at} of {victim.name}"
+    victim.write_bytes(bytes(data))
+    os.utime(victim, ns=(stamp, stamp))
+    return kind, what
 
 
 def damage_partition(rng: random.Random, directory: Path) -> tuple[str, str]:
     """Damage a generated partition as a crash, a disk or a copy taken while the broker ran does: the
     active segment's tail cut, garbage or zeros after it, a flipped bit, garbage before its offset
     index's last entry, an index that points past the log or stops short of it, garbage in the
-    index, a preallocated index's zero tail, a missing .index (the active one or another) or .timeindex.
+    index, a preallocated index's zero tail, a missing .index (the active one or another) or
+    .timeindex; or a flipped bit, garbage or a batch's size changed in an earlier segment.
     Modification times are kept.
     Returns the kind of damage ("none" when the drawn kind did not apply) and what was done."""
     logs = sorted(directory.glob("*.log"))
     active = logs[-1]
     kind = rng.choice(DAMAGES)
+    if kind.endswith("in a closed segment"):
+        return _damage_closed_segment(rng, kind, logs[:-1])
     stamp = active.stat().st_mtime_ns
     data = bytearray(active.read_bytes())
     index = active.with_suffix(".index")
