@@ -393,31 +393,17 @@ class _SegmentReplay:
                     if part.columns.shape[1]:
                         (self._run if part.columns.shape[1] > 1 else self._one_by_one)(part)
                 return
-        before = np.empty_like(last)  # each batch's previous last offset (they only increase in a clean run)
-        before[1:] = np.maximum.accumulate(last)[:-1]
-        if check.last_offset is None:
-            before[0] = last[0]  # nothing to follow
-            if (base[1:] <= before[1:]).any():
-                return self._one_by_one(run)  # offset-not-increasing
-        else:
-            before[0] = check.last_offset
-            np.maximum(before, check.last_offset, out=before)
-            if (base <= before).any():
-                return self._one_by_one(run)
+        before = _offsets_before(base, last, columns[LAST_OFFSET_DELTA], check.last_offset)
+        if before is None:
+            return self._one_by_one(run)  # offset-not-increasing
         new_epochs = []
         epochs = columns[LEADER_EPOCH]
-        has_epoch = np.flatnonzero(epochs >= 0)
-        if len(has_epoch):
-            ordered = epochs[has_epoch]
-            highest = np.maximum.accumulate(ordered)
-            previous = np.empty_like(highest)
-            previous[1:] = highest[:-1]
-            previous[0] = check.epochs[-1][0] if check.epochs else -1
-            if (ordered < previous).any():
-                return self._one_by_one(run)  # leader-epoch-decreased
-            for row in has_epoch[ordered > previous].tolist():  # a new epoch starts
-                prior = None if row == 0 and check.last_offset is None else int(before[row])
-                new_epochs.append((int(epochs[row]), int(base[row]), prior))
+        starts = _epoch_starts(epochs, check.epochs[-1][0] if check.epochs else -1)
+        if starts is None:
+            return self._one_by_one(run)  # leader-epoch-decreased
+        for row in starts:  # a new epoch starts
+            prior = None if row == 0 and check.last_offset is None else int(before[row])
+            new_epochs.append((int(epochs[row]), int(base[row]), prior))
         plan = check.state.plan_run(columns, last)
         if plan.apart:  # a transactional producer's batches, or those with an anomaly to report
             def one(row: int) -> tuple[bool, AbortedTxn | None]:
@@ -443,6 +429,48 @@ class _SegmentReplay:
     def _one_by_one(self, run: "FactsRun") -> None:
         for facts in run.rows():
             self._one(facts)
+
+
+def _offsets_before(base, last, deltas, last_offset: int | None):
+    """Each batch's previous last offset in a run (the largest before it, the partition's so far
+    included; for the first batch of a partition its own), or None where a base offset does not pass
+    it. A run whose last offsets strictly increase, the usual one, takes two comparisons."""
+    import numpy as np
+
+    before = np.empty_like(last)
+    if (deltas >= 0).all() and (base[1:] > last[:-1]).all():  # the largest before each is the one before it
+        before[1:] = last[:-1]
+        before[0] = last[0] if last_offset is None else last_offset
+        return before if last_offset is None or base[0] > last_offset else None
+    before[1:] = np.maximum.accumulate(last)[:-1]
+    if last_offset is None:
+        before[0] = last[0]  # nothing to follow
+        return None if (base[1:] <= before[1:]).any() else before
+    before[0] = last_offset
+    np.maximum(before, last_offset, out=before)
+    return None if (base <= before).any() else before
+
+
+def _epoch_starts(epochs, previous_epoch: int) -> list[int] | None:
+    """Rows of a run where a new leader epoch starts (above every epoch before it, `previous_epoch`
+    the partition's so far; -1: no epoch, which batches without one keep), or None where an epoch
+    decreases. A run whose epochs are all set and never decrease, the usual one, takes three passes."""
+    import numpy as np
+
+    if len(epochs) and epochs[0] >= max(previous_epoch, 0) and (epochs[1:] >= epochs[:-1]).all():
+        rows = (np.flatnonzero(epochs[1:] != epochs[:-1]) + 1).tolist()
+        return [0] + rows if epochs[0] > previous_epoch else rows
+    has_epoch = np.flatnonzero(epochs >= 0)
+    if not len(has_epoch):
+        return []
+    ordered = epochs[has_epoch]
+    highest = np.maximum.accumulate(ordered)
+    previous = np.empty_like(highest)
+    previous[1:] = highest[:-1]
+    previous[0] = previous_epoch
+    if (ordered < previous).any():
+        return None
+    return has_epoch[ordered > previous].tolist()
 
 
 @dataclass

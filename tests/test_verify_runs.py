@@ -1,0 +1,73 @@
+"""The checks `verify` makes of a run of batches at once (`_offsets_before`, `_epoch_starts`), fast
+path and general one, against a batch-by-batch reference on random runs: increasing or not, with and
+without leader epochs, after a partition's earlier batches or at its start."""
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+
+from kafkalog_tools.verify.partition import _epoch_starts, _offsets_before
+
+
+def offsets_before_one_by_one(base, last, last_offset):
+    before, running = [], last_offset
+    for i, (b, l) in enumerate(zip(base, last)):
+        if running is None:
+            before.append(l)
+            running = l
+            continue
+        if b <= running:
+            return None
+        before.append(running)
+        running = max(running, l)
+    return before
+
+
+def epoch_starts_one_by_one(epochs, previous):
+    rows, running = [], previous
+    for row, epoch in enumerate(epochs):
+        if epoch < 0:
+            continue
+        if epoch < running:
+            return None
+        if epoch > running:
+            rows.append(row)
+            running = epoch
+    return rows
+
+
+def _run(rng: random.Random, n: int, shape: str):
+    base, last, epochs = [], [], []
+    offset, epoch = rng.randrange(0, 1000), rng.choice((-1, 0, 3))
+    for _ in range(n):
+        offset += rng.choice((1, 1, 2)) if shape != "repeats" or rng.random() > 0.1 else -rng.randrange(0, 3)
+        delta = rng.randrange(0, 4) if shape != "negative deltas" or rng.random() > 0.1 else -1
+        base.append(offset)
+        last.append(offset + delta)
+        offset += max(delta, 0)
+        if shape == "epochs decrease" and rng.random() < 0.05:
+            epoch -= 1
+        elif rng.random() < 0.05:
+            epoch += 1
+        epochs.append(-1 if shape == "some without an epoch" and rng.random() < 0.2 else epoch)
+    return np.array(base, dtype=np.int64), np.array(last, dtype=np.int64), np.array(epochs, dtype=np.int64)
+
+
+@pytest.mark.parametrize("shape", ["increasing", "repeats", "negative deltas", "epochs decrease",
+                                   "some without an epoch"])
+def test_run_checks_equal_batch_by_batch(shape):
+    rng = random.Random(shape)
+    fast = 0
+    for case in range(400):
+        base, last, epochs = _run(rng, rng.choice((1, 2, 5, 50)), shape)
+        last_offset = rng.choice((None, int(base[0]) - 1, int(base[0]), int(last.max())))
+        expected = offsets_before_one_by_one(base.tolist(), last.tolist(), last_offset)
+        found = _offsets_before(base, last, last - base, last_offset)
+        assert (None if found is None else found.tolist()) == expected, (case, base, last, last_offset)
+        previous = rng.choice((-1, 0, int(epochs.max()), int(epochs.max()) + 1))
+        assert _epoch_starts(epochs, previous) == epoch_starts_one_by_one(epochs.tolist(), previous), (case, epochs)
+        fast += bool((last >= base).all() and (base[1:] > last[:-1]).all())
+    if shape == "increasing":
+        assert fast == 400
