@@ -548,12 +548,14 @@ def _clean(read: list[_Segment], report: CompactionReport, offset_map: dict[byte
     transactions = _TransactionFilter([])
     cleaned_ids = {id(s) for s in cleaned}
     upper_bounds = _upper_bounds(cleaned, report.groups)
+    group_base = {base: group[0] for group in report.groups for base in group}
     for seg in read:
         if id(seg) in cleaned_ids:
             # cleanSegments: the aborted transactions of each segment's range, added as it comes to it
             start, upper = seg.segment.base_offset, upper_bounds[seg.segment.base_offset]
             transactions.add([t for t in aborted if t.last_offset >= start and t.first_offset < upper])
         retain_legacy_deletes = seg.mtime_ms > legacy_horizon
+        written: int | None = None  # the largest offset this segment writes into the cleaned one
         for batch, data in seg.batches:
             plan = BatchPlan(seg.segment.base_offset, batch, data)
             report.batches.append(plan)
@@ -568,19 +570,18 @@ def _clean(read: list[_Segment], report: CompactionReport, offset_map: dict[byte
                 continue
             _filter_batch(plan, transactions, offset_map, latest, active, retain_legacy_deletes, now,
                           settings.delete_retention_ms, report.first_uncleanable_offset)
-        if id(seg) in cleaned_ids:
-            _check_offsets_fit(seg, report)
+            if plan.outcome != DROPPED:
+                written = batch.last_offset if written is None else max(written, batch.last_offset)
+        if written is not None:
+            _check_offset_fits(seg, written, group_base[seg.segment.base_offset])
 
 
-def _check_offsets_fit(seg: _Segment, report: CompactionReport) -> None:
+def _check_offset_fits(seg: _Segment, written: int, base: int) -> None:
     """LogSegment.append's ensureOffsetInRange on the cleaned segment: the largest offset written from
     `seg` must be within 2^31 - 1 of the cleaned segment's base (its group's first). Where it is not,
     Kafka's cleaner splits the segment (LocalLog.splitOverflowedSegment) and abandons this cleaning."""
-    base = next(group[0] for group in report.groups if seg.segment.base_offset in group)
-    written = [plan.batch.last_offset for plan in report.batches
-               if plan.segment == seg.segment.base_offset and plan.outcome != DROPPED]
-    if written and not 0 <= max(written) - base <= INT_MAX:
-        raise CorruptDataError(f"Detected offset overflow at offset {max(written)} in the cleaned segment at base "
+    if not 0 <= written - base <= INT_MAX:
+        raise CorruptDataError(f"Detected offset overflow at offset {written} in the cleaned segment at base "
                                f"offset {base}: Kafka's cleaner splits segment {seg.segment.base_offset} and gives "
                                f"up this cleaning", path=seg.segment.log)
 
