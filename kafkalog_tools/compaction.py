@@ -645,7 +645,7 @@ def _filter_batch(plan: BatchPlan, transactions: _TransactionFilter, offset_map:
         if len(plan.kept) == len(plan.records) and not set_horizon:
             plan.outcome, plan.delete_horizon_ms = ORIGINAL, batch.delete_horizon_ms
         else:
-            _check_rebuildable(batch)
+            _check_rebuildable(batch, plan.kept)
             plan.outcome = REBUILT
             # Java's long sum: a delete.retention.ms near Long.MAX_VALUE wraps it negative, as Kafka writes it
             plan.delete_horizon_ms = java_long(now + delete_retention_ms) if set_horizon else batch.delete_horizon_ms
@@ -655,18 +655,28 @@ def _filter_batch(plan: BatchPlan, transactions: _TransactionFilter, offset_map:
         plan.outcome = DROPPED
 
 
-def _check_rebuildable(batch: Batch) -> None:
-    """MemoryRecordsBuilder.validateProducerState, which the cleaner meets when it rebuilds a batch
-    of the records it keeps: header fields a damaged batch may carry make it throw."""
-    if batch.magic < 2:
-        return
+def _check_rebuildable(batch: Batch, kept: list[Record]) -> None:
+    """What MemoryRecordsBuilder checks when the cleaner rebuilds a batch of the records it keeps:
+    each record as appendWithOffset takes it, then validateProducerState as close() does. A damaged
+    batch may carry what makes it throw."""
     refused = None
-    if batch.is_transactional and batch.producer_id == -1:
-        refused = "Cannot write transactional messages without a valid producer ID"
-    elif batch.producer_id != -1 and batch.producer_epoch == -1:
-        refused = "Invalid negative producer epoch"
-    elif batch.producer_id != -1 and batch.base_sequence < 0 and not batch.is_control:
-        refused = "Invalid negative sequence number used"
+    previous = None
+    for record in kept:
+        if previous is not None and record.offset <= previous:
+            refused = (f"Illegal offset {record.offset} following previous offset {previous} "
+                       f"(Offsets must increase monotonically).")
+        elif record.timestamp < 0 and record.timestamp != NO_TIMESTAMP:
+            refused = f"Invalid negative timestamp {record.timestamp}"
+        if refused is not None:
+            break
+        previous = record.offset
+    if refused is None and batch.magic >= 2:
+        if batch.is_transactional and batch.producer_id == -1:
+            refused = "Cannot write transactional messages without a valid producer ID"
+        elif batch.producer_id != -1 and batch.producer_epoch == -1:
+            refused = "Invalid negative producer epoch"
+        elif batch.producer_id != -1 and batch.base_sequence < 0 and not batch.is_control:
+            refused = "Invalid negative sequence number used"
     if refused is not None:
         raise CorruptDataError(f"IllegalArgumentException rebuilding the batch: {refused}", path=batch.path,
                                position=batch.position)

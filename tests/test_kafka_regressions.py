@@ -1106,6 +1106,19 @@ CLEANER_SHAPES = {
     # from the .txnindex, and drops 0 (we replayed the markers, found none, and kept it)
     "marker of another producer": [(0, [_transactional(0, b"a", 1, 0), _marker(1, 1, abort=True), _batch(2, b"b")]),
                                    (3, [_batch(3, b"z")])],
+    # a bit flip made the second record's offset delta 0, below the first's 1 (CRCs are not checked after
+    # a clean shutdown): rebuilding the batch to set the tombstone's delete horizon, MemoryRecordsBuilder
+    # refuses an offset that does not increase
+    "offsets out of order": [(0, [build_batch(0, [build_record(1, 0, b"a", None), build_record(0, 0, b"b", b"2")],
+                                              last_offset_delta=1, base_timestamp=T0, max_timestamp=T0),
+                                  _batch(2, b"c")]),
+                             (3, [_batch(3, b"z")])],
+    # a record timestamp below zero (and not -1), kept while the record after it in its batch goes: the
+    # builder refuses the timestamp
+    "negative timestamp": [(0, [build_batch(0, [build_record(0, -T0 - 5, b"a", b"1"), build_record(1, 0, b"b", b"2")],
+                                            base_timestamp=T0, max_timestamp=T0),
+                                _batch(2, b"b")]),
+                           (3, [_batch(3, b"z")])],
     # a magic of 85: the cleaner's reader refuses it (Kafka's file reader does not)
     "invalid magic": [(0, [_batch(0, b"a"), _batch(1, b"b")[:16] + b"\x55" + _batch(1, b"b")[17:], _batch(2, b"a")]),
                       (3, [_batch(3, b"z")])],
@@ -1139,6 +1152,8 @@ def cleaner_shape(root, name: str):
     ("no producer epoch", "Invalid negative producer epoch"),
     ("offset overflow", "Detected offset overflow at offset 2147483658"),
     ("invalid magic", "Invalid magic found in record: 85"),
+    ("offsets out of order", "Illegal offset 0 following previous offset 1 (Offsets must increase monotonically)."),
+    ("negative timestamp", "Invalid negative timestamp -5"),
 ])
 def test_the_cleaner_on_a_damaged_closed_segment_does_what_kafkas_does(tmp_path, name, kafka_says):
     """Kafka's cleaner (kafka-oracle clean after a clean shutdown, checked live) on `CLEANER_SHAPES`:
