@@ -653,6 +653,37 @@ def _filter_batch(plan: BatchPlan, transactions: _TransactionFilter, offset_map:
         plan.outcome = EMPTY_HEADER  # BatchRetention.RETAIN_EMPTY
     else:
         plan.outcome = DROPPED
+    _check_retained(plan)
+
+
+def _check_retained(plan: BatchPlan) -> None:
+    """FilterResult.updateRetainedBatchMetadata, which filterTo calls for each batch it keeps: a max
+    timestamp needs the offset it is reported at (the batch's last offset; for a rebuilt batch as
+    MemoryRecordsBuilder.info gives it), and the largest offset kept must not be negative. A damaged
+    batch (a negative offset) makes Kafka's cleaner throw there."""
+    batch = plan.batch
+    if plan.outcome in (ORIGINAL, EMPTY_HEADER):
+        max_timestamp, shallow_offset = batch.max_timestamp, batch.last_offset
+        max_offset = batch.last_offset
+    elif plan.outcome == REBUILT:
+        max_offset = max(-1, *(record.offset for record in plan.kept))
+        # the builder's last offset: the original batch's (overridden) in V2, the last record's in V0/V1
+        last_offset = batch.last_offset if batch.magic >= 2 else plan.kept[-1].offset
+        if batch.timestamp_type == "LogAppendTime":
+            max_timestamp, shallow_offset = batch.max_timestamp, last_offset
+        else:
+            max_timestamp = max(NO_TIMESTAMP, *(record.timestamp for record in plan.kept))
+            shallow_offset = -1 if max_timestamp == NO_TIMESTAMP else last_offset
+    else:
+        return
+    refused = None
+    if max_timestamp != NO_TIMESTAMP and shallow_offset < 0:
+        refused = f"shallowOffset undefined for maximum timestamp {max_timestamp}"
+    elif max_offset < 0:
+        refused = "maxOffset undefined"
+    if refused is not None:
+        raise CorruptDataError(f"IllegalArgumentException keeping the batch: {refused}", path=batch.path,
+                               position=batch.position)
 
 
 def _check_rebuildable(batch: Batch, kept: list[Record]) -> None:

@@ -1119,6 +1119,13 @@ CLEANER_SHAPES = {
                                             base_timestamp=T0, max_timestamp=T0),
                                 _batch(2, b"b")]),
                            (3, [_batch(3, b"z")])],
+    # garbage made a last offset delta -2^31, so the batch's last offset is negative (CRCs are not
+    # checked after a clean shutdown): the cleaner keeps the batch as it is (its record's key is the
+    # latest) and refuses a max timestamp reported at a negative offset
+    "negative last offset": [(0, [_batch(0, b"a"), build_batch(1, [build_record(0, 0, b"b", b"2")],
+                                                               last_offset_delta=-(2**31), base_timestamp=T0,
+                                                               max_timestamp=T0), _batch(2, b"a")]),
+                             (3, [_batch(3, b"z")])],
     # a magic of 85: the cleaner's reader refuses it (Kafka's file reader does not)
     "invalid magic": [(0, [_batch(0, b"a"), _batch(1, b"b")[:16] + b"\x55" + _batch(1, b"b")[17:], _batch(2, b"a")]),
                       (3, [_batch(3, b"z")])],
@@ -1154,6 +1161,7 @@ def cleaner_shape(root, name: str):
     ("invalid magic", "Invalid magic found in record: 85"),
     ("offsets out of order", "Illegal offset 0 following previous offset 1 (Offsets must increase monotonically)."),
     ("negative timestamp", "Invalid negative timestamp -5"),
+    ("negative last offset", f"shallowOffset undefined for maximum timestamp {T0}"),
 ])
 def test_the_cleaner_on_a_damaged_closed_segment_does_what_kafkas_does(tmp_path, name, kafka_says):
     """Kafka's cleaner (kafka-oracle clean after a clean shutdown, checked live) on `CLEANER_SHAPES`:
