@@ -49,7 +49,7 @@ from pathlib import Path
 from .errors import CorruptDataError, InputError, KafkaLogError
 from .formats import checkpoint
 from .formats.batch import Batch, Record, java_long
-from .formats.logdir import CLEAN_SHUTDOWN, PartitionDir, Segment
+from .formats.logdir import PartitionDir, Segment
 from .formats.offset_index import OffsetIndex
 from .formats.record_batch import (ATTR_CONTROL, ATTR_DELETE_HORIZON, ATTR_LOG_APPEND_TIME, ATTR_TRANSACTIONAL,
                                    NO_TIMESTAMP, build_batch, build_record)
@@ -58,8 +58,8 @@ from .formats.time_index import TimeIndex
 from .formats.txn_index import AbortedTxn, TransactionIndex
 from .recovery import (ProducerState, Rebuild, RebuildOptions, SegmentRecovery, copy_prefix,
                        refuse_output_in_input_tree)
-from .retention import (LoadedLog, checkpointed, initial_high_watermark, initial_log_start_offset, largest_timestamp,
-                        load_log, recovered_largest_timestamp)
+from .retention import (AUTO, LoadedLog, checkpointed, initial_high_watermark, initial_log_start_offset,
+                        largest_timestamp, load_log, loader_recovery_point, recovered_largest_timestamp)
 
 DEFAULT_DELETE_RETENTION_MS = 24 * 60 * 60 * 1000  # delete.retention.ms
 DEFAULT_MIN_CLEANABLE_RATIO = 0.5  # min.cleanable.dirty.ratio
@@ -88,6 +88,8 @@ class CompactionSettings:
     producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS
     first_dirty_offset: int | None = None
     high_watermark: int | None = None
+    shutdown: str = AUTO
+    """How the broker stopped (`retention.loader_recovery_point`)."""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -257,11 +259,8 @@ def _load(partition: PartitionDir, segments: list[Segment], report: CompactionRe
     but for segments without their .index; else recovered from the recovery point on."""
     report.log_start_offset, source = initial_log_start_offset(partition, segments[0].base_offset, report.problems)
     checkpoint_start = report.log_start_offset if source == "log-start-offset-checkpoint" else 0
-    recovery_point = None
-    if not (partition.path.parent / CLEAN_SHUTDOWN).exists():
-        recovery_point = checkpointed(partition, "recovery-point-offset-checkpoint", report.problems) or 0
-        report.notes.append(f"no clean shutdown marker in the log dir: Kafka's loader recovers the segments from "
-                            f"offset {recovery_point} (the recovery point) before anything cleans them")
+    recovery_point = loader_recovery_point(partition, report.settings.shutdown, report.problems, report.notes,
+                                           "anything cleans them")
     loaded = load_log(partition, segments, checkpoint_start, report.log_start_offset, recovery_point,
                       (report.now, report.settings.producer_id_expiration_ms))
     if recovery_point is None and not partition.snapshots and not loaded.recovered:

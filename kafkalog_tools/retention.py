@@ -14,10 +14,13 @@ offsets reach the high watermark is deleted, nor an empty last segment. Tiered s
 log) is not modelled. The same rules hold in 3.9 (whose changes concern tiered storage only). Nothing is
 written.
 
-The log is judged as Kafka 4.0's loader opens it after a clean shutdown (LogLoader.loadSegmentFiles
-and recoverLog; LogSegment.readNextOffset, FileRecords.searchForOffsetWithSize): a segment without its
-.index is recovered first, and the log end offset is read from the active segment's offset index's
-last entry on, so a big active segment is not read again and damage before that entry is not seen.
+The log is judged as Kafka 4.0's loader opens it (LogLoader.loadSegmentFiles and recoverLog;
+LogSegment.readNextOffset, FileRecords.searchForOffsetWithSize). After a clean shutdown (the log dir's
+`.kafka_cleanshutdown`) a segment without its .index is recovered first, and the log end offset is
+read from the active segment's offset index's last entry on, so a big active segment is not read
+again and damage before that entry is not seen. Without the marker (a broker that died) every segment
+from the recovery point on is recovered first, as the broker will on its next start: a damaged tail
+is cut, and the segments after the first one cut are deleted before any retention pass runs.
 """
 from __future__ import annotations
 
@@ -30,7 +33,7 @@ from typing import Mapping
 
 from .errors import KafkaLogError
 from .formats import checkpoint
-from .formats.logdir import PartitionDir, Segment
+from .formats.logdir import CLEAN_SHUTDOWN, PartitionDir, Segment
 from .formats.offset_index import OffsetIndex
 from .formats.segment import BadEntry, SegmentFile, offset_from_name
 from .formats.time_index import TimeIndex, TimestampOffset
@@ -42,6 +45,8 @@ DEFAULT_RETENTION_MS = 7 * 24 * 60 * 60 * 1000  # retention.ms
 UNLIMITED = -1  # retention.bytes default; -1 also switches retention.ms off
 DELETE, COMPACT = "delete", "compact"
 BY_START, BY_SIZE, BY_TIME = "log-start-offset", "size", "time"
+AUTO, CLEAN, UNCLEAN = "auto", "clean", "unclean"
+"""How the broker stopped: as the log dir's .kafka_cleanshutdown marker says, or as the caller says."""
 FILE_DELETE_DELAY_MS = 60_000  # file.delete.delay.ms
 
 
@@ -85,6 +90,26 @@ class LoadedLog:
     """Base offsets of the segments the recovery after an unclean shutdown deleted."""
     state: ProducerState | None = None
     """The producer state the loader ends with (None: it failed, or every segment went)."""
+
+
+def loader_recovery_point(partition: PartitionDir, shutdown: str, problems: list[str], notes: list[str],
+                          before: str) -> int | None:
+    """Where Kafka's loader recovers the log from when the broker next starts: None after a clean
+    shutdown, else the recovery-point-offset-checkpoint's entry (0 without one). `shutdown` AUTO
+    takes the log dir's marker (a partition copied out of its log dir has none); what was assumed goes
+    to `notes`, saying that it happens `before` what the caller models."""
+    if shutdown == AUTO:
+        clean = (partition.path.parent / CLEAN_SHUTDOWN).exists()
+        why = "after a clean shutdown (the log dir's marker)" if clean else "no clean shutdown marker in the log dir"
+    else:
+        clean = shutdown == CLEAN
+        why = f"--shutdown {shutdown}"
+    if clean:
+        return None
+    point = checkpointed(partition, "recovery-point-offset-checkpoint", problems) or 0
+    notes.append(f"{why}: Kafka's loader recovers the segments from offset {point} (the recovery point) "
+                 f"before {before}")
+    return point
 
 
 def load_log(partition: PartitionDir, segments: list[Segment], checkpoint_start: int, log_start: int,
@@ -331,6 +356,8 @@ class RetentionSettings:
     log_start_offset: int | None = None
     high_watermark: int | None = None
     cleanup_policy: tuple[str, ...] = (DELETE,)
+    shutdown: str = AUTO
+    """How the broker stopped (`loader_recovery_point`)."""
 
 
 @dataclass
@@ -395,22 +422,30 @@ def analyze_partition(partition: PartitionDir, settings: RetentionSettings | Non
         report.log_start_offset, report.log_start_source = initial_log_start_offset(partition, first, report.problems)
         # (an entry below the first segment's base offset changes nothing the loader reads)
         checkpoint_start = report.log_start_offset if report.log_start_source == "log-start-offset-checkpoint" else 0
-    loaded = load_log(partition, segments, checkpoint_start, report.log_start_offset)
+    recovery_point = loader_recovery_point(partition, settings.shutdown, report.problems, report.notes,
+                                           "the retention passes run")
+    loaded = load_log(partition, segments, checkpoint_start, report.log_start_offset, recovery_point)
     report.log_end_offset = loaded.log_end_offset
     snapshots = {offset_from_name(p): p for p in partition.snapshots}
-    for index, segment in enumerate(segments):
-        upper = segments[index + 1].base_offset if index + 1 < len(segments) else report.log_end_offset
+    kept = [segment for segment in segments if segment.base_offset not in loaded.deleted]
+    for index, segment in enumerate(kept):
+        upper = kept[index + 1].base_offset if index + 1 < len(kept) else report.log_end_offset
         recovered = loaded.recovered.get(segment.base_offset)
         if recovered is not None:
             size, (largest, source) = recovered.valid_bytes, recovered_largest_timestamp(segment, recovered, now)
-            report.notes.append(f"{segment.log}: no .index: Kafka's loader recovers the segment"
-                                + (f", cutting it to {recovered.valid_bytes} bytes" if recovered.truncated_bytes else ""))
+            if segment.index is None or recovered.truncated_bytes:
+                report.notes.append(f"{segment.log}: " + ("no .index: " if segment.index is None else "")
+                                    + "Kafka's loader recovers the segment"
+                                    + (f", cutting it to {size} bytes" if recovered.truncated_bytes else ""))
         else:
             size, (largest, source) = _size(segment.log), _loaded_largest_timestamp(segment, scanned)
         snapshot = snapshots.get(segment.base_offset)
         report.segments.append(SegmentVerdict(segment.base_offset, str(segment.log), size, largest,
                                               source, upper, snapshot=str(snapshot) if snapshot else None))
     report.size = sum(s.size for s in report.segments)
+    if loaded.deleted:
+        report.notes.append(f"Kafka's loader deletes the segments after the one it cut, before any retention pass: "
+                            f"base offsets {', '.join(map(str, loaded.deleted))}")
     if loaded.failure is not None:
         report.problems.append(loaded.failure)
         report.load_failure = loaded.failure
@@ -433,7 +468,7 @@ def recovered_largest_timestamp(segment: Segment, recovered: SegmentRecovery, no
     """LogSegment.largestTimestamp after recover: the largest batch timestamp it read, else the .log
     mtime, which the truncation sets to the moment the broker opens the log (taken as `now`)."""
     if recovered.max_timestamp >= 0:
-        return recovered.max_timestamp, "batches (recovered: no .index)"
+        return recovered.max_timestamp, "batches (recovered" + (": no .index)" if segment.index is None else ")")
     if recovered.truncated_bytes:
         return now, TRUNCATED_MTIME
     return _mtime_ms(segment.log), "file mtime (no timestamps)"

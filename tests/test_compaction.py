@@ -236,6 +236,23 @@ def test_a_damaged_partition_is_loaded_then_cleaned_as_kafka_does(tmp_path, chan
         assert (written / "00000000000000000010.log").stat().st_size == 0
 
 
+@pytest.mark.parametrize("marker, shutdown, exit_code", [(False, "clean", 1), (True, "unclean", 0)])
+def test_shutdown_overrides_the_marker(tmp_path, marker, shutdown, exit_code):
+    """--shutdown says how the broker stopped where the marker cannot (a partition copied out of its
+    log dir has none): the answers are those of the marker's case above."""
+    copy = _damaged_accounts(tmp_path, _size_five, marker)
+    result, objects = run("--now", NOW, "--shutdown", shutdown, copy)
+    assert result.exit_code == exit_code, result.output
+    notes = objects[-1]["notes"]
+    if shutdown == "unclean":
+        assert objects[-1]["log_end_offset"] == 10
+        assert any(note.startswith("--shutdown unclean: Kafka's loader recovers the segments from offset 0")
+                   for note in notes)
+    else:
+        assert "Found record size 5 smaller than minimum record overhead (14)" in objects[-1]["problems"][0]
+        assert not any("recovers the segments" in note for note in notes)
+
+
 @pytest.mark.parametrize("name", ["golden-v2-mixed-0", "golden-v2-txn-0"])
 def test_simulated_output_of_golden_partitions_verifies_without_error(tmp_path, name):
     """The cleaner can remove an epoch's first batches while leader-epoch-checkpoint keeps its start

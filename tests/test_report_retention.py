@@ -3,7 +3,9 @@ index's last entry from verify's scan (`collect.RetentionTails`) instead of read
 equals `kafkalog retention`'s answer (`retention.analyze_partition`, which reads them): on the
 golden corpus and on damaged copies, from the per-batch path's facts and the compiled scan's runs
 alike. Each case also says which segments the scan answered for and which were read again, so a
-report that silently read everything again would fail too."""
+report that silently read everything again would fail too. The tails matter after a clean shutdown,
+where Kafka's loader reads the indexes as they are (`--shutdown clean`, as here); after an unclean
+one it recovers the segments, which both read alike (the last test)."""
 from __future__ import annotations
 
 import dataclasses
@@ -48,10 +50,10 @@ def reads(monkeypatch) -> list[str]:
     return read
 
 
-def both_answers(path: Path, reads: list[str], partition: Path | None = None):
+def both_answers(path: Path, reads: list[str], partition: Path | None = None, shutdown: str = retention.CLEAN):
     """(the report's view of the partition, its retention, `kafkalog retention`'s, the segments the
     report read again). `path`: what the report is given (a partition dir or one segment)."""
-    settings = retention.RetentionSettings(now=NOW)
+    settings = retention.RetentionSettings(now=NOW, shutdown=shutdown)
     run = verification([str(path)])
     view = collect(run, [str(path)], settings).partitions[0]
     read_again = list(reads)
@@ -214,7 +216,7 @@ def test_a_start_that_does_not_match_is_not_used(mixed):
     """What a scan saw from another position than retention reads from is ignored."""
     start = keep_first_time_index_entry(mixed)
     log = str(mixed / f"{SEGMENT}.log")
-    settings = retention.RetentionSettings(now=NOW)
+    settings = retention.RetentionSettings(now=NOW, shutdown=retention.CLEAN)
     partition = read_partition_dir(mixed)
     alone = retention.analyze_partition(partition, settings)
     assert_same(retention.analyze_partition(partition, settings, {log: (start + 1, NOW)}), alone)
@@ -292,3 +294,17 @@ def test_damage_before_the_start(mixed, bulk, reads):
     assert_same(report, alone)
     assert view.scanned_tails[str(log)][0] == start and not read_again
     assert any(f.file == str(log) and f.severity == "error" and f.position < start for f in view.findings)
+
+
+def test_after_an_unclean_shutdown_both_recover_the_log(mixed, bulk, reads):
+    """Without the clean shutdown marker Kafka's loader recovers every segment before retention: the
+    report's answer is `kafkalog retention`'s: segment 424 cut at the damage, its largest timestamp
+    the recovered batches' (the tail after the damage is gone, not skipped)."""
+    before = damage(mixed, "garbage")
+    view, report, alone, _ = both_answers(mixed, reads, shutdown=retention.AUTO)
+    assert_same(report, alone)
+    assert any("no clean shutdown marker in the log dir: Kafka's loader recovers the segments from offset 0" in note
+               for note in report.notes)
+    verdict = next(s for s in report.segments if s.base_offset == 424)
+    assert (verdict.largest_timestamp, verdict.timestamp_source) == (before, "batches (recovered)")
+    assert any(f"{SEGMENT}.log: Kafka's loader recovers the segment, cutting it to" in note for note in report.notes)

@@ -119,17 +119,24 @@ def test_leftovers_and_what_the_loader_does_with_them():
 @pytest.mark.parametrize("name", ["golden-v2-mixed-0", "golden-v2-txn-0", "golden-v2-logappendtime-0",
                                   "golden-v2-broker-zstd-2", "golden-v1-0"])
 def test_golden_largest_timestamps_equal_kafkas_time_indexes(name):
-    """Each segment's largest timestamp is the last entry of the time index Kafka 3.8 wrote (manifest)."""
+    """After a clean shutdown each segment's largest timestamp is the last entry of the time index
+    Kafka 3.8 wrote (manifest); after an unclean one (the corpus's log dir has no marker) the loader
+    recovers every segment, and the largest batch timestamp is the same."""
     directory = need(GOLDEN / "logs" / name)
-    report = retention.analyze_partition(read_partition_dir(directory), retention.RetentionSettings(now=T0))
-    for segment in report.segments:
+    partition = read_partition_dir(directory)
+    clean = retention.analyze_partition(partition, retention.RetentionSettings(now=T0, shutdown=retention.CLEAN))
+    recovered = retention.analyze_partition(partition, retention.RetentionSettings(now=T0))
+    for segment, after_a_crash in zip(clean.segments, recovered.segments, strict=True):
         manifest = json.loads((GOLDEN / "manifests" / "logs" / name / f"{segment.base_offset:020d}.json").read_text())
         entries = manifest["timeIndex"]["entryList"]
         if entries:
             assert (segment.largest_timestamp, segment.timestamp_source) == (entries[-1][0], "time index")
             assert entries[-1][0] == max(b["maxTimestamp"] for b in manifest["batches"])
+            assert (after_a_crash.largest_timestamp, after_a_crash.timestamp_source) == (entries[-1][0],
+                                                                                         "batches (recovered)")
         else:  # the empty active segment
             assert not manifest["batches"] and segment.timestamp_source == "file mtime (no timestamps)"
+            assert after_a_crash.timestamp_source == "file mtime (no timestamps)"
 
 
 def test_golden_retention_at_a_chosen_time():
@@ -159,12 +166,20 @@ def test_damaged_input_is_a_located_problem_not_a_traceback(tmp_path):
     with last.open("ab") as out:
         out.write(bytes(20))  # a zero-filled tail: the loader's readNextOffset throws on its size 0
     (tmp_path / "log-start-offset-checkpoint").write_text("0\n1\nevents 0\n")  # malformed line
+    (tmp_path / ".kafka_cleanshutdown").write_bytes(b"")
     result, objects = run("--now", T0 + 9 * DAY, copy)
     assert result.exit_code == 1
     problems = summary(objects)["problems"]
     assert any(f"00000000000000000040.log: byte {size}: Found record size 0" in p for p in problems)
     assert not [o for o in objects if o["type"] == "segment" and o["deleted"]]  # Kafka never gets to retention
     assert any("log-start-offset-checkpoint" in p and "Malformed line 3" in p for p in problems)
+    # after a crash (no marker) the loader recovers the segment first and cuts the tail: retention runs
+    (tmp_path / ".kafka_cleanshutdown").unlink()
+    result, objects = run("--now", T0 + 9 * DAY, copy)
+    assert result.exit_code == 1  # (the malformed checkpoint)
+    assert not any("Found record size 0" in p for p in summary(objects)["problems"])
+    assert f"{last}: Kafka's loader recovers the segment, cutting it to {size} bytes" in summary(objects)["notes"]
+    assert [o for o in objects if o["type"] == "segment" and o["deleted"]]
 
 
 def test_missing_path_is_a_usage_error(tmp_path):

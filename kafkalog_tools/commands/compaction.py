@@ -10,7 +10,7 @@ from ..output import LineWriter, choose_format
 from ..output.grouped import Item, TextOut
 from ..output.jsonl import encode_bytes
 from . import PartitionWalk, all_option, format_option
-from .retention import time_option
+from .retention import shutdown_option, time_option
 
 TOP_KEYS = 20
 
@@ -39,11 +39,12 @@ TOP_KEYS = 20
 @click.option("--output-dir", type=click.Path(file_okay=False), metavar="DIR",
               help="With --simulate: where to write <DIR>/<partition>/ and DIR's cleaner-offset-checkpoint. Must be "
                    "outside the input tree; never written in place.")
+@shutdown_option
 @format_option()
 @all_option()
 def command(paths, now, delete_retention_ms, min_compaction_lag_ms, max_compaction_lag_ms, min_cleanable_ratio,
-            segment_bytes, first_dirty_offset, high_watermark, list_offsets, simulate, output_dir, output_format,
-            every):
+            segment_bytes, first_dirty_offset, high_watermark, list_offsets, simulate, output_dir, shutdown,
+            output_format, every):
     """Say what the next run of Kafka's log cleaner would do to a compacted partition (Kafka 3.8's
     rules): the clean and dirty sections (cleaner-offset-checkpoint), the first uncleanable offset
     (last stable offset, active segment, min.compaction.lag.ms), the dirty ratio and whether the
@@ -51,8 +52,9 @@ def command(paths, now, delete_retention_ms, min_compaction_lag_ms, max_compacti
     horizons, null-key records, and the records removed per segment.
 
     The cleaner works on the log as Kafka's loader opens it: without .kafka_cleanshutdown in the log
-    dir, recovered from the recovery point (the first segment cut short ends the log, the later ones
-    deleted); after a clean shutdown as it is, but for segments without their .index. Where the
+    dir (or with --shutdown unclean), recovered from the recovery point (the first segment cut short
+    ends the log, the later ones deleted); after a clean shutdown as it is, but for segments without
+    their .index. Where the
     loader or the cleaner would throw (the cleaner checks no CRC, but reads every batch of the
     segments it cleans), nothing is cleaned and the run says where.
 
@@ -73,7 +75,7 @@ def command(paths, now, delete_retention_ms, min_compaction_lag_ms, max_compacti
     output_format = choose_format(output_format, tty_default="text")
     settings = c.CompactionSettings(now, delete_retention_ms, min_compaction_lag_ms, max_compaction_lag_ms,
                                     min_cleanable_ratio, segment_bytes, first_dirty_offset=first_dirty_offset,
-                                    high_watermark=high_watermark)
+                                    high_watermark=high_watermark, shutdown=shutdown)
     def analyze(partition):
         report = c.analyze_partition(partition, settings)
         return report, c.simulate(report, partition, output_dir) if simulate and report.failure is None else None

@@ -23,7 +23,7 @@ from .retention import retention_options
 @click.option("--shallow", is_flag=True, help="Check batch headers and CRCs only (verify --shallow).")
 @click.option("--max-findings", type=click.IntRange(min=1), default=v.MAX_FINDINGS_PER_CODE, show_default=True,
               help="Findings kept per file and kind; the rest are counted.")
-def command(paths, output, now, retention_ms, retention_bytes, shallow, max_findings):
+def command(paths, output, now, retention_ms, retention_bytes, shutdown, shallow, max_findings):
     """Write one self-contained HTML page about the log: verify's summary and findings grouped by
     kind (each linking to its partition), and per partition a segment map (segments to scale by
     bytes, damaged byte ranges, the active segment, indexes present or missing), offsets over time
@@ -44,7 +44,7 @@ def command(paths, output, now, retention_ms, retention_bytes, shallow, max_find
         raise click.UsageError("the report is a page for a browser: give --output FILE, or redirect stdout")
     if output != "-":
         _check_output(Path(output), paths)
-    settings = retention.RetentionSettings(now, retention_ms, retention_bytes)
+    settings = retention.RetentionSettings(now, retention_ms, retention_bytes, shutdown=shutdown)
     run = verification(list(paths), deep=not shallow, max_findings_per_code=max_findings)
     with byte_progress(None, run, "scanning"):
         result = collect(run, list(paths), settings)

@@ -18,8 +18,21 @@ def time_option(ctx, param, value):
     return parse_time(value)
 
 
+def shutdown_option(command):
+    """--shutdown: how the broker stopped, which decides how its loader opens the log (retention,
+    compaction, report)."""
+    return click.option(
+        "--shutdown", type=click.Choice((retention.AUTO, retention.CLEAN, retention.UNCLEAN)), default=retention.AUTO,
+        show_default=True,
+        help="How the broker stopped, which decides how Kafka's loader opens the log at its next start: auto takes "
+             "the log dir's .kafka_cleanshutdown marker (a partition copied out of its log dir has none, so it "
+             "counts as unclean); unclean recovers every segment from the recovery point first, as after a crash; "
+             "clean opens the log as it is.")(command)
+
+
 def retention_options(command):
-    """--now, --retention-ms and --retention-bytes: what retention is judged by (retention, report)."""
+    """--now, --retention-ms, --retention-bytes and --shutdown: what retention is judged by (retention, report)."""
+    command = shutdown_option(command)
     for option in reversed((
         click.option("--now", callback=time_option, metavar="TIME",
                      help="Evaluate retention at this time (epoch ms or ISO-8601; a time without zone is UTC). "
@@ -46,7 +59,7 @@ def retention_options(command):
               show_default=True, help="The topic's cleanup.policy: without delete only the log start offset applies.")
 @format_option()
 @all_option()
-def command(paths, now, retention_ms, retention_bytes, log_start_offset, high_watermark, cleanup_policy,
+def command(paths, now, retention_ms, retention_bytes, shutdown, log_start_offset, high_watermark, cleanup_policy,
             output_format, every):
     """Say which segments Kafka's retention would delete now (or at --now), and why: by log start
     offset (the next segment starts at or below it), by size (oldest first while the log exceeds
@@ -61,17 +74,21 @@ def command(paths, now, retention_ms, retention_bytes, log_start_offset, high_wa
 
     PATH is a partition directory or a log directory (each of its partitions). Nothing is written.
 
-    The log end offset is what Kafka's loader reads after a clean shutdown: from the active segment's
-    offset index's last entry to the end (damage before it is not read); a segment without .index is
-    recovered first. Where Kafka's loader or retention pass would throw, that is said and nothing
-    is deleted.
+    The log is judged as Kafka's loader opens it at the broker's next start. After a clean shutdown
+    (.kafka_cleanshutdown in the log dir, or --shutdown clean) the log end offset is read from the
+    active segment's offset index's last entry to the end (damage before it is not read), and a
+    segment without .index is recovered first. Without the marker (a broker that died, or a partition
+    copied out of its log dir; --shutdown unclean) every segment from the recovery point
+    (recovery-point-offset-checkpoint) on is recovered first: a damaged tail is cut, and the
+    segments after the first one cut are deleted before any retention pass. Where Kafka's loader or
+    retention pass would throw, that is said and nothing is deleted.
 
     Exit codes: 0 analysed; 1 a checkpoint or segment could not be read, or Kafka would throw; 2 usage error, I/O
     error or out of memory.
     """
     output_format = choose_format(output_format, tty_default="text")
     settings = retention.RetentionSettings(now, retention_ms, retention_bytes, log_start_offset, high_watermark,
-                                           tuple(cleanup_policy.split(",")))
+                                           tuple(cleanup_policy.split(",")), shutdown)
     walk = PartitionWalk(paths)
     writer = LineWriter() if output_format == "json" else None
     out = TextOut() if output_format == "text" else None

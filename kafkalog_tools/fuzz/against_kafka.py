@@ -765,10 +765,13 @@ KAFKA_REASONS = {"start-offset": "log-start-offset", "size": "size", "time": "ti
 
 def compare_retention(partition: Path, options: dict, orc: oracle.Oracle, report: Report) -> list[str]:
     """`kafkalog retention` against Kafka's `UnifiedLog.deleteOldSegments`: the same segments deleted,
-    for the same reasons, and the same log start offset after."""
+    for the same reasons, and the same log start offset after; without the clean shutdown marker
+    beside the partition, on the log as Kafka's loader recovered it."""
     argv = ["--now", str(options["now"]), "--retention-ms", str(options["retention_ms"]),
             "--retention-bytes", str(options["retention_bytes"]), "--log-start-offset", str(options["log_start_offset"])]
-    code, objects = orc("retain", partition, *argv, "--config", f"cleanup.policy={options['cleanup_policy']}")
+    clean_stop = (partition.parent / CLEAN_SHUTDOWN).exists()
+    code, objects = orc("retain", partition, *argv, "--config", f"cleanup.policy={options['cleanup_policy']}",
+                        *([] if clean_stop else ["--unclean"]))
     summary = objects[-1] if objects else {}
     if code != 0 or summary.get("type") != "retain":
         return [f"the oracle failed: {summary}"]
@@ -985,7 +988,8 @@ class Runner:
         return differences
 
     def retention_case(self, number: int) -> list[Difference]:
-        """Case `number`: a generated keyed partition, retention decided by both."""
+        """Case `number`: a generated keyed partition, half of them damaged, retention decided by both
+        after a clean shutdown or not (Kafka's loader recovers the log first)."""
         rng = random.Random(f"{self.run_seed}:kafka-retention:{number}")
         root = self.work_dir / f"retention-{number}"
         shutil.rmtree(root, ignore_errors=True)
@@ -994,10 +998,14 @@ class Runner:
                                     index_interval_bytes=rng.choice((1, 100, 1024)) if damaged else 4096)
         damages = [damage_partition(rng, root / "logs" / "keyed-0") for _ in range(damaged + (rng.random() < 0.4))]
         damages = [(kind, what) for kind, what in damages if kind != "none"]
-        for kind, _ in damages:
-            self.report.count(f"retentions on a damaged partition: {kind}")
         damage = "; ".join(what for _, what in damages) or "none"
         params = {"file": "logs/keyed-0", "damage": damage, **retention_options(rng, generated)}
+        clean_stop = rng.random() < 0.5
+        if clean_stop:
+            (root / "logs" / CLEAN_SHUTDOWN).write_bytes(b"")
+        for kind, _ in damages:
+            self.report.count(f"retentions on a damaged partition, {'clean' if clean_stop else 'unclean'} "
+                              f"shutdown: {kind}")
         found = compare_retention(root / params["file"], params, self.oracle, self.report)
         self._tally("retention")
         differences = self._differences("retention", number, found, root, params)
