@@ -32,11 +32,12 @@ from pathlib import Path
 from typing import Mapping
 
 from .errors import KafkaLogError
-from .formats import checkpoint
+from .formats import checkpoint, txn_index
 from .formats.logdir import CLEAN_SHUTDOWN, PartitionDir, Segment
 from .formats.offset_index import OffsetIndex
 from .formats.segment import BadEntry, SegmentFile, offset_from_name
 from .formats.time_index import TimeIndex, TimestampOffset
+from .formats.txn_index import TransactionIndex
 from .native import bulk_scan
 from .producer_rebuild import LoadedSegment, Snapshots, entry_lookup, index_lookup, rebuild_producer_state
 from .recovery import InvalidOffsetError, ProducerState, SegmentRecovery, read_next_offset, recover_segment
@@ -145,11 +146,13 @@ def load_log(partition: PartitionDir, segments: list[Segment], checkpoint_start:
 
 def _load_segment_files(segments: list[Segment], snapshots: Snapshots, checkpoint_start: int,
                         loaded: LoadedLog) -> list[LoadedSegment]:
-    """LogLoader.loadSegmentFiles: no .index (sanityCheck's NoSuchFileException) means recoverSegment
-    (what it throws, the loader does not catch)."""
+    """LogLoader.loadSegmentFiles: LogSegment.sanityCheck's NoSuchFileException (no .index) or
+    CorruptIndexException (a .txnindex entry ending below the base offset) means recoverSegment (what
+    it throws, the loader does not catch)."""
     held: list[LoadedSegment] = []
     for segment in segments:
-        if segment.index is not None:
+        if segment.index is not None and (segment.txnindex is None
+                                          or txn_index.sanity_check(TransactionIndex(segment.txnindex)) is None):
             held.append(LoadedSegment(segment.base_offset, segment.log, None,
                                       index_lookup(segment.index, segment.base_offset)))
             continue
@@ -433,9 +436,10 @@ def analyze_partition(partition: PartitionDir, settings: RetentionSettings | Non
         recovered = loaded.recovered.get(segment.base_offset)
         if recovered is not None:
             size, (largest, source) = recovered.valid_bytes, recovered_largest_timestamp(segment, recovered, now)
-            if segment.index is None or recovered.truncated_bytes:
-                report.notes.append(f"{segment.log}: " + ("no .index: " if segment.index is None else "")
-                                    + "Kafka's loader recovers the segment"
+            why = ("no .index: " if segment.index is None else
+                   "a .txnindex entry ends below its base offset: " if recovery_point is None else "")
+            if why or recovered.truncated_bytes:
+                report.notes.append(f"{segment.log}: {why}Kafka's loader recovers the segment"
                                     + (f", cutting it to {size} bytes" if recovered.truncated_bytes else ""))
         else:
             size, (largest, source) = _size(segment.log), _loaded_largest_timestamp(segment, scanned)

@@ -1215,3 +1215,45 @@ def test_the_cleaner_on_a_damaged_closed_segment_does_what_kafkas_does(tmp_path,
     else:
         assert result.exit_code == 0 and summary["cleaned_up_to"] == 3, result.output
         assert kept == {1, 2}  # the aborted record goes; the marker stays until its delete horizon
+
+
+def test_a_txnindex_version_is_its_first_byte_signed(tmp_path):
+    """AbortedTxn.version() reads one byte, signed: a first byte of 0x80 is version -128, which Kafka
+    accepts (kafka-dump-log prints it, checked live); we read it unsigned and refused the index."""
+    entry = struct.pack(">hqqqq", 0, 5, 10, 12, 10)
+    path = tmp_path / "00000000000000000000.txnindex"
+    path.write_bytes(entry + b"\x80" + entry[1:])
+    result = CliRunner().invoke(cli, ["dump", "--format", "text", str(path)])
+    assert result.exit_code == 0, result.output
+    assert result.stdout.splitlines()[1:] == [
+        "version: 0 producerId: 5 firstOffset: 10 lastOffset: 12 lastStableOffset: 10",
+        "version: -128 producerId: 5 firstOffset: 10 lastOffset: 12 lastStableOffset: 10"]
+
+
+@pytest.mark.parametrize("version, last_offset, kafka_says", [
+    (0, 2, None),  # ends below base offset 3: sanityCheck's CorruptIndexException, the segment recovered
+    (1, 4, "Unexpected aborted transaction version 1 in transaction index"),  # a KafkaException: not caught
+])
+def test_the_loader_checks_each_txnindex(tmp_path, version, last_offset, kafka_says):
+    """LogSegment.sanityCheck runs TransactionIndex.sanityCheck on every segment with an offset index,
+    even after a clean shutdown. Segment 3's .txnindex gets one entry and zeros end its last batch:
+    where the entry ends below the base offset Kafka recovers the segment, cut to 200 bytes (the log
+    still ends at 9); where its version is 1 the loader throws (Kafka's retain, checked live). We did
+    not read the .txnindex files when loading (found by damaging them in the differential run)."""
+    import os
+
+    partition = _indexed_partition(tmp_path, [(0, 3), (3, 3), (6, 3)])
+    (tmp_path / ".kafka_cleanshutdown").write_bytes(b"")
+    _damage(partition / "00000000000000000003.log", lambda data: data.__setitem__(slice(250, 260), bytes(10)))
+    os.utime(partition / "00000000000000000003.log", ns=(T0 * 1_000_000, T0 * 1_000_000))
+    (partition / "00000000000000000003.txnindex").write_bytes(struct.pack(">bbqqqq", version, 0, 9, 2, last_offset, 2))
+    code, summary, segments = _retention(partition, shutdown="auto")
+    if kafka_says:
+        assert code == 1 and kafka_says in summary["problems"][0]
+        assert summary["problems"][0].startswith("Kafka's loader cannot open the log")
+        return
+    assert (code, summary["log_end_offset"]) == (0, 9)
+    assert [(s["base_offset"], s["size"], s["largest_timestamp"]) for s in segments] == [
+        (0, 300, T0 + 2), (3, 200, T0 + 4), (6, 300, T0 + 8)]
+    assert (f"{partition / '00000000000000000003.log'}: a .txnindex entry ends below its base offset: Kafka's loader "
+            f"recovers the segment, cutting it to 200 bytes") in summary["notes"]

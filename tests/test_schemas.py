@@ -592,24 +592,25 @@ def test_checkpoint_text_round_trips(epochs, offsets):
        tail=st.binary(max_size=33))
 def test_txn_index_columns_read_as_the_schema_and_kafka(entries, tail):
     """The `.txnindex` read as columns (numpy, for verify) against the schema's parse: the same
-    fields, and Kafka's version check on each entry's first byte (the second is ignored)."""
+    fields, and Kafka's version check on each entry's first byte, signed (the second is ignored; a
+    first byte of 0x80-0xFF is a negative version, which Kafka accepts)."""
     from kafkalog_tools.errors import CorruptDataError
 
     data = b"".join(txn_index.ENTRY_SCHEMA.build(dict(zip(("version",) + txn_index.COLUMNS, entry)))
                     for entry in entries)
     index = txn_index.TransactionIndex("/x/00000000000000000042.txnindex", data + tail)
     parsed = [txn_index.ENTRY_SCHEMA.parse(data[i:i + 34]) for i in range(0, len(data), 34)]
-    unknown = [slot for slot, entry in enumerate(parsed) if (entry.version & 0xFFFF) >> 8 > 0]
+    unknown = [slot for slot, entry in enumerate(parsed) if entry.version >> 8 > 0]  # (an int16: the high byte, signed)
     if unknown:
         with pytest.raises(CorruptDataError) as raised:
             index.columns()
         assert raised.value.position == unknown[0] * 34
-        assert f"version {(parsed[unknown[0]].version & 0xFFFF) >> 8} " in str(raised.value)
+        assert f"version {parsed[unknown[0]].version >> 8} " in str(raised.value)
         return
     columns = index.columns()
     for name in ("version",) + txn_index.COLUMNS:
         assert columns[name].tolist() == [entry[name] for entry in parsed]
-    assert index.entries() == [txn_index.AbortedTxn(0, e.producer_id, e.first_offset, e.last_offset,
+    assert index.entries() == [txn_index.AbortedTxn(e.version >> 8, e.producer_id, e.first_offset, e.last_offset,
                                                     e.last_stable_offset, slot * 34) for slot, e in enumerate(parsed)]
 
 

@@ -3,7 +3,8 @@
 Source: storage/.../log/TransactionIndex.java, AbortedTxn.java. 34-byte entries
 `version:int16, producerId:int64, firstOffset:int64, lastOffset:int64, lastStableOffset:int64`,
 where lastOffset is the offset of the ABORT marker. Not preallocated; a trailing partial entry is
-ignored. Quirk kept: Kafka reads the version from the first byte only.
+ignored. Quirk kept: Kafka reads the version from the first byte only, as a signed byte (so a
+first byte of 0x80-0xFF is a negative version, which it accepts).
 """
 from __future__ import annotations
 
@@ -59,10 +60,11 @@ class TransactionIndex:
         import numpy as np
 
         count = self.entry_count
-        first_bytes = np.frombuffer(self.data, dtype=np.uint8, count=count * ENTRY.size)[::ENTRY.size]
-        unknown = np.flatnonzero(first_bytes > CURRENT_VERSION)  # AbortedTxn.version() reads buffer.get(0)
+        # AbortedTxn.version() reads buffer.get(0): a signed byte, so 0x80-0xFF read as negative versions pass
+        versions = np.frombuffer(self.data, dtype=np.int8, count=count * ENTRY.size)[::ENTRY.size]
+        unknown = np.flatnonzero(versions > CURRENT_VERSION)
         if len(unknown):
-            position, version = int(unknown[0]) * ENTRY.size, int(first_bytes[unknown[0]])
+            position, version = int(unknown[0]) * ENTRY.size, int(versions[unknown[0]])
             raise CorruptDataError(
                 f"Unexpected aborted transaction version {version} in transaction index {self.path}, "
                 f"current version is {CURRENT_VERSION}",
@@ -71,10 +73,31 @@ class TransactionIndex:
         return np.frombuffer(self.data, dtype=entry_dtype(ENTRY_SCHEMA), count=count)
 
 
+def sanity_check(index: TransactionIndex) -> int | None:
+    """TransactionIndex.sanityCheck, which Kafka's loader runs on every segment with an offset index:
+    the position of the first entry whose transaction ends below the segment's base offset (a
+    CorruptIndexException: the loader recovers the segment, rebuilding the index), or None. Raises
+    where an unknown version comes first (a KafkaException the loader does not catch)."""
+    import numpy as np
+
+    entries = np.frombuffer(index.data, dtype=entry_dtype(ENTRY_SCHEMA), count=index.entry_count)
+    versions = entries["version"].astype(np.int16) >> 8  # the first byte, signed
+    failing = np.flatnonzero((versions > CURRENT_VERSION) | (entries["last_offset"] < index.base_offset))
+    if not len(failing):
+        return None
+    slot = int(failing[0])
+    if versions[slot] > CURRENT_VERSION:
+        index.columns()  # raises, saying where
+    return slot * ENTRY.size
+
+
 def entries_of(columns) -> list[AbortedTxn]:
-    """The `AbortedTxn`s of entries read by `TransactionIndex.columns` (their version checked)."""
-    return [AbortedTxn(CURRENT_VERSION, producer_id, first, last, lso, slot * ENTRY.size)
-            for slot, (producer_id, first, last, lso) in enumerate(zip(*(columns[name].tolist() for name in COLUMNS)))]
+    """The `AbortedTxn`s of entries read by `TransactionIndex.columns` (their version checked), each
+    version as Kafka reads it: the first byte, signed (the int16's high byte)."""
+    versions = (columns["version"].astype("int16") >> 8).tolist()
+    return [AbortedTxn(version, producer_id, first, last, lso, slot * ENTRY.size)
+            for slot, (version, producer_id, first, last, lso) in enumerate(
+                zip(versions, *(columns[name].tolist() for name in COLUMNS)))]
 
 
 class AbortedTxns:
