@@ -37,6 +37,7 @@ Kafka's cleaner reads them. Everything read is held in memory: this is for foren
 """
 from __future__ import annotations
 
+import bisect
 import copy
 import os
 import shutil
@@ -276,16 +277,35 @@ def _load(partition: PartitionDir, segments: list[Segment], report: CompactionRe
     return loaded
 
 
-def _aborted_transactions(read: list[_Segment]) -> list[AbortedTxn]:
-    """LocalLog.collectAbortedTransactions over every segment: the entries of its `.txnindex` as
-    loaded, rebuilt by the loader's recovery or read from the file (none without one)."""
-    aborted: list[AbortedTxn] = []
+def _aborted_transactions(read: list[_Segment]) -> list[tuple[int, list[AbortedTxn]]]:
+    """Each segment's base offset and the entries of its `.txnindex` as loaded, in file order:
+    rebuilt by the loader's recovery or read from the file (none without one)."""
+    indexes = []
     for seg in read:
         if seg.recovery is not None:
-            aborted += seg.recovery.aborted_txns
+            entries = list(seg.recovery.aborted_txns)
         elif seg.segment.txnindex is not None:
-            aborted += TransactionIndex(seg.segment.txnindex).entries()
-    return aborted
+            entries = TransactionIndex(seg.segment.txnindex).entries()
+        else:
+            entries = []
+        indexes.append((seg.segment.base_offset, entries))
+    return indexes
+
+
+def _collect_aborted(indexes: list[tuple[int, list[AbortedTxn]]], start: int, upper: int) -> list[AbortedTxn]:
+    """LocalLog.collectAbortedTransactions(start, upper): from the segment holding `start` on, each
+    index's entries that end at or after `start` and begin before `upper`, until an entry's last
+    stable offset reaches `upper` (TransactionIndex.collectAbortedTxns: the search is complete, and
+    what follows is not read, even in later segments)."""
+    first = bisect.bisect_right([base for base, _ in indexes], start) - 1
+    collected: list[AbortedTxn] = []
+    for _, entries in indexes[first:] if first >= 0 else []:  # (no segment at or below `start`: none)
+        for txn in entries:
+            if txn.last_offset >= start and txn.first_offset < upper:
+                collected.append(txn)
+            if txn.last_stable_offset >= upper:
+                return collected
+    return collected
 
 
 # ---------------------------------------------------------------------------------------------
@@ -465,7 +485,27 @@ class _TransactionFilter:
         self.added = 0
         self.ongoing_aborted: dict[int, dict] = {}
         self.ongoing_committed: set[int] = set()
+        self.cleaned_index: str | None = None
+        """The cleaned segment's .txnindex the retained ABORT markers' transactions are appended to
+        (None: none, as while the offset map is built)."""
+        self.appended_last: int | None = None
         self.add(aborted)
+
+    def start_group(self, index_name: str) -> None:
+        """cleanSegments' new cleaned segment: its transaction index starts empty."""
+        self.cleaned_index, self.appended_last = index_name, None
+
+    def _append_to_cleaned_index(self, txn: AbortedTxn, batch: Batch) -> None:
+        """TransactionIndex.append, which refuses a last offset that does not increase (the entries
+        come from the .txnindex files, which damage may have changed)."""
+        if self.cleaned_index is None:
+            return
+        if self.appended_last is not None and self.appended_last >= txn.last_offset:
+            raise CorruptDataError(
+                f"IllegalArgumentException: The last offset of appended transactions must increase sequentially, "
+                f"but {txn.last_offset} is not greater than current last offset {self.appended_last} of index "
+                f"{self.cleaned_index}", path=batch.path, position=batch.position)
+        self.appended_last = txn.last_offset
 
     def add(self, aborted: list[AbortedTxn]) -> None:
         """addAbortedTransactions: into the queue by first offset (a transaction added twice is
@@ -490,7 +530,10 @@ class _TransactionFilter:
         name = records[0].control.name if records[0].control else None
         if name == "ABORT":
             txn = self.ongoing_aborted.pop(batch.producer_id, None)
-            return not (txn is not None and txn["last_batch"] is not None)
+            if txn is not None and txn["last_batch"] is not None:  # kept until its data is gone
+                self._append_to_cleaned_index(txn["txn"], batch)
+                return False
+            return True
         if name == "COMMIT":
             if batch.producer_id in self.ongoing_committed:
                 self.ongoing_committed.discard(batch.producer_id)
@@ -512,7 +555,7 @@ class _TransactionFilter:
 
 
 def _build_offset_map(read: list[_Segment], report: CompactionReport,
-                      aborted: list[AbortedTxn]) -> tuple[dict[bytes, int], int]:
+                      aborted: list[tuple[int, list[AbortedTxn]]]) -> tuple[dict[bytes, int], int]:
     """Cleaner.buildOffsetMap: the latest offset of each key in [first dirty, first uncleanable)."""
     start, end = report.first_dirty_offset, report.first_uncleanable_offset
     dirty = _segments_between(read, start, end) if start < end else []
@@ -520,8 +563,7 @@ def _build_offset_map(read: list[_Segment], report: CompactionReport,
     latest = -1
     if not dirty:
         return offsets, latest
-    first_base = dirty[0].segment.base_offset
-    transactions = _TransactionFilter([t for t in aborted if t.last_offset >= first_base and t.first_offset < end])
+    transactions = _TransactionFilter(_collect_aborted(aborted, start, end))
     for index, seg in enumerate(dirty):
         # Kafka reads from the offset index position for `start`; the earlier batches read here add no keys
         for batch, _ in seg.batches:
@@ -538,7 +580,8 @@ def _build_offset_map(read: list[_Segment], report: CompactionReport,
 
 
 def _clean(read: list[_Segment], report: CompactionReport, offset_map: dict[bytes, int], latest: int,
-           aborted: list[AbortedTxn], active: dict[int, tuple[int, int]], cleaned: list[_Segment]) -> None:
+           aborted: list[tuple[int, list[AbortedTxn]]], active: dict[int, tuple[int, int]],
+           cleaned: list[_Segment]) -> None:
     """Cleaner.doClean / cleanSegments / cleanInto over the segments `cleaned`, one batch at a time."""
     settings, now = report.settings, report.now
     clean_part = [s for s in read if s.segment.base_offset < report.first_dirty_offset]
@@ -552,7 +595,9 @@ def _clean(read: list[_Segment], report: CompactionReport, offset_map: dict[byte
         if id(seg) in cleaned_ids:
             # cleanSegments: the aborted transactions of each segment's range, added as it comes to it
             start, upper = seg.segment.base_offset, upper_bounds[seg.segment.base_offset]
-            transactions.add([t for t in aborted if t.last_offset >= start and t.first_offset < upper])
+            if group_base[start] == start:
+                transactions.start_group(f"{start:020d}.txnindex.cleaned")
+            transactions.add(_collect_aborted(aborted, start, upper))
         retain_legacy_deletes = seg.mtime_ms > legacy_horizon
         written: int | None = None  # the largest offset this segment writes into the cleaned one
         for batch, data in seg.batches:

@@ -1155,10 +1155,27 @@ CLEANER_SHAPES = {
                                                                last_offset_delta=-(2**31), base_timestamp=T0,
                                                                max_timestamp=T0), _batch(2, b"a")]),
                              (3, [_batch(3, b"z")])],
+    # garbage in segment 0's .txnindex made its entry's last stable offset 10^6 (`TXN_INDEX_DAMAGE`):
+    # collectAbortedTransactions stops there, so the offset map never learns that producer 2's transaction
+    # at 4 was aborted: key k's latest is 4, the record at 3 goes, and so does the aborted one (we kept 3)
+    "last stable offset past the range": [(0, [_batch(0, b"x"), _transactional(1, b"t", 1, 0), _marker(2, 1, abort=True)]),
+                                          (3, [_batch(3, b"k"), _transactional(4, b"k", 2, 0),
+                                               _marker(5, 2, abort=True)]),
+                                          (6, [_batch(6, b"z")])],
+    # garbage made the first entry's last offset 1000: both ABORT markers stay (their data goes), and the
+    # cleaned segment's transaction index refuses the second's last offset 3 after 1000
+    "aborted transactions out of order": [(0, [_transactional(0, b"a", 1, 0), _marker(1, 1, abort=True),
+                                               _transactional(2, b"b", 2, 0), _marker(3, 2, abort=True),
+                                               _batch(4, b"c")]),
+                                          (5, [_batch(5, b"z")])],
     # a magic of 85: the cleaner's reader refuses it (Kafka's file reader does not)
     "invalid magic": [(0, [_batch(0, b"a"), _batch(1, b"b")[:16] + b"\x55" + _batch(1, b"b")[17:], _batch(2, b"a")]),
                       (3, [_batch(3, b"z")])],
 }
+
+
+TXN_INDEX_DAMAGE = {"last stable offset past the range": (26, 10**6), "aborted transactions out of order": (18, 1000)}
+"""A shape's .txnindex damage: (byte of the first entry, the 8-byte value written there)."""
 
 
 def cleaner_shape(root, name: str):
@@ -1175,6 +1192,12 @@ def cleaner_shape(root, name: str):
         marker = len(_transactional(0, b"a", 1, 0))
         data[marker + 43] ^= 0x04  # the marker's producer id, 1 -> 1125899906842625 (not under the CRC's check here)
         log.write_bytes(bytes(data))
+    if name in TXN_INDEX_DAMAGE:
+        field, value = TXN_INDEX_DAMAGE[name]
+        index = partition / "00000000000000000000.txnindex"
+        data = bytearray(index.read_bytes())
+        data[field:field + 8] = value.to_bytes(8, "big")  # (of the first entry)
+        index.write_bytes(bytes(data))
     for log in partition.glob("*.log"):  # (where recovery refuses an offset: empty indexes, which Kafka takes)
         for suffix in (".index", ".timeindex"):
             log.with_suffix(suffix).touch()
@@ -1191,6 +1214,9 @@ def cleaner_shape(root, name: str):
     ("offsets out of order", "Illegal offset 0 following previous offset 1 (Offsets must increase monotonically)."),
     ("negative timestamp", "Invalid negative timestamp -5"),
     ("negative last offset", f"shallowOffset undefined for maximum timestamp {T0}"),
+    ("last stable offset past the range", None),
+    ("aborted transactions out of order", "The last offset of appended transactions must increase sequentially, "
+                                          "but 3 is not greater than current last offset 1000"),
 ])
 def test_the_cleaner_on_a_damaged_closed_segment_does_what_kafkas_does(tmp_path, name, kafka_says):
     """Kafka's cleaner (kafka-oracle clean after a clean shutdown, checked live) on `CLEANER_SHAPES`:
@@ -1212,6 +1238,11 @@ def test_the_cleaner_on_a_damaged_closed_segment_does_what_kafkas_does(tmp_path,
     if name == "late aborted transaction":
         assert result.exit_code == 0 and summary["cleaned_up_to"] == 24, result.output
         assert 12 in kept and 21 not in kept  # the committed batch stays, the aborted one goes
+    elif name == "last stable offset past the range":
+        assert result.exit_code == 0 and summary["cleaned_up_to"] == 6, result.output
+        with SegmentFile(tmp_path / "out" / "t-0" / "00000000000000000000.log") as cleaned:
+            keys = {record.key for batch in cleaned.entries() for record in batch.records() if not batch.is_control}
+        assert b"k" not in keys and b"x" in keys
     else:
         assert result.exit_code == 0 and summary["cleaned_up_to"] == 3, result.output
         assert kept == {1, 2}  # the aborted record goes; the marker stays until its delete horizon

@@ -658,7 +658,25 @@ def keyed_partition(rng: random.Random, directory: Path, codecs_allowed: tuple[i
 DAMAGES = ("none", "none", "none", "cut tail", "garbage tail", "zero tail", "bit flip",
            "garbage before the last index entry", "index past the log", "index behind the log", "garbage in the index",
            "index zero-filled tail", "no active .index", "no .index", "no .timeindex",
-           "bit flip in a closed segment", "garbage in a closed segment", "a batch size in a closed segment")
+           "bit flip in a closed segment", "garbage in a closed segment", "a batch size in a closed segment",
+           "garbage in a .txnindex")
+
+
+def _damage_txn_index(rng: random.Random, kind: str, directory: Path) -> tuple[str, str]:
+    """Garbage over the bytes of one of the partition's non-empty .txnindex files: a version Kafka's
+    loader refuses, a transaction ending below the segment (its sanity check then recovers the
+    segment), or another aborted range for the cleaner."""
+    victims = [path for path in sorted(directory.glob("*.txnindex")) if path.stat().st_size]
+    if not victims:
+        return "none", "none"
+    victim = rng.choice(victims)
+    stamp = victim.stat().st_mtime_ns
+    data = bytearray(victim.read_bytes())
+    at, length = rng.randrange(len(data)), rng.randrange(1, 12)
+    data[at:at + length] = rng.randbytes(length)[:len(data) - at]
+    victim.write_bytes(bytes(data))
+    os.utime(victim, ns=(stamp, stamp))
+    return kind, f"{kind}: {length} bytes at {at} of {victim.name}"
 
 
 def _damage_closed_segment(rng: random.Random, kind: str, closed: list[Path]) -> tuple[str, str]:
@@ -699,7 +717,8 @@ def damage_partition(rng: random.Random, directory: Path) -> tuple[str, str]:
     active segment's tail cut, garbage or zeros after it, a flipped bit, garbage before its offset
     index's last entry, an index that points past the log or stops short of it, garbage in the
     index, a preallocated index's zero tail, a missing .index (the active one or another) or
-    .timeindex; or a flipped bit, garbage or a batch's size changed in an earlier segment.
+    .timeindex; or a flipped bit, garbage or a batch's size changed in an earlier segment; or garbage
+    in a .txnindex.
     Modification times are kept.
     Returns the kind of damage ("none" when the drawn kind did not apply) and what was done."""
     logs = sorted(directory.glob("*.log"))
@@ -707,6 +726,8 @@ def damage_partition(rng: random.Random, directory: Path) -> tuple[str, str]:
     kind = rng.choice(DAMAGES)
     if kind.endswith("in a closed segment"):
         return _damage_closed_segment(rng, kind, logs[:-1])
+    if kind == "garbage in a .txnindex":
+        return _damage_txn_index(rng, kind, directory)
     stamp = active.stat().st_mtime_ns
     data = bytearray(active.read_bytes())
     index = active.with_suffix(".index")
