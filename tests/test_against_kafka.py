@@ -364,3 +364,31 @@ def test_gzip_headers_trailers_and_tails_read_as_kafkas(kafka, tmp_path):
             found[name] = differences
     assert found == {}
     assert 5 < report.details.get("undecodable batches", 0) < len(cases) - 10  # Kafka reads some, refuses others
+
+
+def test_an_out_of_memory_answer_is_asked_again_of_a_fresh_jvm(tmp_path, monkeypatch):
+    """An OutOfMemoryError says what a JVM's heap held, not what Kafka reads: the oracle asks a fresh
+    JVM once (a long-lived one's heap may not fit an array of an inner message's declared size where
+    a fresh one does: seed 22036, parse case 1253), and a fresh JVM's answer stands. Here a 64 MiB
+    heap and a V0 gzip wrapper whose inner message declares 200 MB: every JVM runs out, so the call is
+    asked twice and Kafka's answer still holds the OutOfMemoryError; a readable file is asked once."""
+    from kafkalog_tools import codecs
+    from kafkalog_tools.formats import legacy
+
+    if oracle.unavailable():
+        pytest.skip(oracle.unavailable())
+    inner = (0).to_bytes(8, "big") + (200_000_000).to_bytes(4, "big") + bytes(40)
+    wrapper = legacy.build_entry(0, 0, None, codecs.compress(codecs.IDS["gzip"], inner, magic=0),
+                                 attributes=codecs.IDS["gzip"])
+    partition = tmp_path / "t-0"
+    partition.mkdir()
+    (partition / "00000000000000000000.log").write_bytes(wrapper)
+    (partition / "00000000000000000001.log").write_bytes(legacy.build_entry(1, 0, b"k", b"v"))
+    monkeypatch.setenv("KAFKA_ORACLE_HEAP_OPTS", "-Xmx64m")
+    with oracle.Oracle() as kafka:
+        _, objects = kafka("parse", partition / "00000000000000000001.log")
+        assert kafka.restarts == 0 and objects[0]["batches"]
+        _, objects = kafka("parse", partition / "00000000000000000000.log")
+        assert kafka.restarts == 1 and "java.lang.OutOfMemoryError" in str(objects)
+        _, objects = kafka("parse", partition / "00000000000000000001.log")  # (the fresh JVM serves on)
+        assert kafka.restarts == 1 and objects[0]["batches"]

@@ -48,11 +48,15 @@ class Oracle:
 
     def __init__(self, location: Path | None = None):
         self.home = location or home()
-        self.process = subprocess.Popen([os.fspath(self.home / "bin" / "kafka-oracle"), "serve"],
-                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                                        text=True, bufsize=1,
-                                        env={"KAFKA_ORACLE_HEAP_OPTS": HEAP, **os.environ})
+        self.process = self._start()
         self.calls = 0
+        self.restarts = 0
+        """JVMs started afresh to ask again after an OutOfMemoryError."""
+
+    def _start(self) -> subprocess.Popen:
+        return subprocess.Popen([os.fspath(self.home / "bin" / "kafka-oracle"), "serve"],
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                text=True, bufsize=1, env={"KAFKA_ORACLE_HEAP_OPTS": HEAP, **os.environ})
 
     def __enter__(self) -> "Oracle":
         return self
@@ -61,16 +65,31 @@ class Oracle:
         self.close()
 
     def __call__(self, *argv: str) -> tuple[int, list[dict]]:
+        """Kafka's answer. One that holds an OutOfMemoryError is asked again of a fresh JVM: a long-lived
+        one's heap holds what earlier calls left, and an array of an inner message's declared size (up
+        to 2 GiB, `HEAP`) then may not fit where it fits in a fresh one (seed 22036, parse case 1253).
+        A fresh JVM's OutOfMemoryError stands."""
+        code, objects, out_of_memory = self._ask(argv)
+        if out_of_memory:
+            self.close()
+            self.process = self._start()
+            self.restarts += 1
+            code, objects, _ = self._ask(argv)
+        return code, objects
+
+    def _ask(self, argv) -> tuple[int, list[dict], bool]:
         if self.process.poll() is not None:
             raise OracleError(f"the oracle JVM has ended (status {self.process.returncode})")
         self.process.stdin.write(json.dumps([os.fspath(a) for a in argv]) + "\n")
         self.process.stdin.flush()
         self.calls += 1
         objects = []
+        out_of_memory = False
         for line in self.process.stdout:
             answer = json.loads(line)
             if answer.get("type") == "done":
-                return answer["exitCode"], objects
+                return answer["exitCode"], objects, out_of_memory
+            out_of_memory |= "java.lang.OutOfMemoryError" in line
             objects.append(answer)
         raise OracleError(f"the oracle JVM ended during {argv[0]} (status {self.process.wait()})")
 
