@@ -48,7 +48,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .errors import CorruptDataError, InputError, KafkaLogError
-from .formats import checkpoint
+from .formats import checkpoint, txn_index
 from .formats.batch import Batch, Record, java_long
 from .formats.logdir import PartitionDir, Segment
 from .formats.offset_index import OffsetIndex
@@ -187,6 +187,9 @@ class CompactionReport:
     end_offset: int = 0
     """Where this cleaning stops; the new cleaner-offset-checkpoint entry."""
     groups: list[list[int]] = field(default_factory=list)
+    txn_indexes: dict[int, bytes] = field(default_factory=dict)
+    """Each segment's .txnindex as this cleaning leaves it, by base offset: a cleaned one's the
+    transactions the cleaner appended, any other's as the loader left it."""
 
     @property
     def dirty_ratio(self) -> float:
@@ -292,6 +295,13 @@ def _aborted_transactions(read: list[_Segment]) -> list[tuple[int, list[AbortedT
     return indexes
 
 
+def _loaded_txn_index(seg: _Segment) -> bytes:
+    """A segment's .txnindex as Kafka's loader leaves it: rebuilt by its recovery, else the file's bytes."""
+    if seg.recovery is not None:
+        return txn_index.build(seg.recovery.aborted_txns)
+    return Path(seg.segment.txnindex).read_bytes() if seg.segment.txnindex is not None else b""
+
+
 def _collect_aborted(indexes: list[tuple[int, list[AbortedTxn]]], start: int, upper: int) -> list[AbortedTxn]:
     """LocalLog.collectAbortedTransactions(start, upper): from the segment holding `start` on, each
     index's entries that end at or after `start` and begin before `upper`, until an entry's last
@@ -363,6 +373,7 @@ def _analyze_loaded(partition: PartitionDir, report: CompactionReport, loaded: L
     # records of the dirty segments (the offset map), then the segments it cleans
     unreadable = next((seg.unreadable for seg in _non_active_from(read, report.first_dirty_offset)
                        if seg.first_batch_unreadable), None)
+    report.txn_indexes = {seg.segment.base_offset: _loaded_txn_index(seg) for seg in read}
     try:
         aborted = _aborted_transactions(read)
         offset_map, latest = _build_offset_map(read, report, aborted)
@@ -485,27 +496,30 @@ class _TransactionFilter:
         self.added = 0
         self.ongoing_aborted: dict[int, dict] = {}
         self.ongoing_committed: set[int] = set()
-        self.cleaned_index: str | None = None
-        """The cleaned segment's .txnindex the retained ABORT markers' transactions are appended to
-        (None: none, as while the offset map is built)."""
-        self.appended_last: int | None = None
+        self.cleaned_base: int | None = None
+        """The cleaned segment whose transaction index the retained ABORT markers' transactions are
+        appended to (None: none, as while the offset map is built)."""
+        self.cleaned_indexes: dict[int, list[AbortedTxn]] = {}
+        """Each cleaned segment's transaction index, by base offset."""
         self.add(aborted)
 
-    def start_group(self, index_name: str) -> None:
+    def start_group(self, base_offset: int) -> None:
         """cleanSegments' new cleaned segment: its transaction index starts empty."""
-        self.cleaned_index, self.appended_last = index_name, None
+        self.cleaned_base = base_offset
+        self.cleaned_indexes[base_offset] = []
 
     def _append_to_cleaned_index(self, txn: AbortedTxn, batch: Batch) -> None:
         """TransactionIndex.append, which refuses a last offset that does not increase (the entries
         come from the .txnindex files, which damage may have changed)."""
-        if self.cleaned_index is None:
+        if self.cleaned_base is None:
             return
-        if self.appended_last is not None and self.appended_last >= txn.last_offset:
+        index = self.cleaned_indexes[self.cleaned_base]
+        if index and index[-1].last_offset >= txn.last_offset:
             raise CorruptDataError(
                 f"IllegalArgumentException: The last offset of appended transactions must increase sequentially, "
-                f"but {txn.last_offset} is not greater than current last offset {self.appended_last} of index "
-                f"{self.cleaned_index}", path=batch.path, position=batch.position)
-        self.appended_last = txn.last_offset
+                f"but {txn.last_offset} is not greater than current last offset {index[-1].last_offset} of index "
+                f"{self.cleaned_base:020d}.txnindex.cleaned", path=batch.path, position=batch.position)
+        index.append(txn)
 
     def add(self, aborted: list[AbortedTxn]) -> None:
         """addAbortedTransactions: into the queue by first offset (a transaction added twice is
@@ -596,7 +610,7 @@ def _clean(read: list[_Segment], report: CompactionReport, offset_map: dict[byte
             # cleanSegments: the aborted transactions of each segment's range, added as it comes to it
             start, upper = seg.segment.base_offset, upper_bounds[seg.segment.base_offset]
             if group_base[start] == start:
-                transactions.start_group(f"{start:020d}.txnindex.cleaned")
+                transactions.start_group(start)
             transactions.add(_collect_aborted(aborted, start, upper))
         retain_legacy_deletes = seg.mtime_ms > legacy_horizon
         written: int | None = None  # the largest offset this segment writes into the cleaned one
@@ -618,6 +632,8 @@ def _clean(read: list[_Segment], report: CompactionReport, offset_map: dict[byte
                 written = batch.last_offset if written is None else max(written, batch.last_offset)
         if written is not None:
             _check_offset_fits(seg, written, group_base[seg.segment.base_offset])
+    # a cleaned segment's index holds what the cleaner appended to it; the merged segments' go with them
+    report.txn_indexes.update((base, txn_index.build(entries)) for base, entries in transactions.cleaned_indexes.items())
 
 
 def _check_offset_fits(seg: _Segment, written: int, base: int) -> None:
@@ -859,7 +875,8 @@ def _summaries(read: list[_Segment], report: CompactionReport) -> None:
 def simulate(report: CompactionReport, partition: PartitionDir, output_dir: str | os.PathLike) -> Path:
     """Write the partition as this cleaning leaves it to <output_dir>/<partition>/, with a
     cleaner-offset-checkpoint (and replication-offset-checkpoint) in <output_dir>, so that the next
-    cleaning can be simulated on it. Indexes are rebuilt by recovery's rules. Returns the new dir."""
+    cleaning can be simulated on it. Offset and time indexes are rebuilt by recovery's rules, each
+    .txnindex is as Kafka's cleaner leaves it (`_write_txn_indexes`). Returns the new dir."""
     output_dir = Path(os.path.realpath(output_dir))  # realpath: a symlink loop given is no RuntimeError
     refuse_output_in_input_tree(output_dir, [partition.path])
     target = output_dir / partition.name
@@ -882,7 +899,22 @@ def simulate(report: CompactionReport, partition: PartitionDir, output_dir: str 
                            report.high_watermark)
     for _ in Rebuild([target], RebuildOptions(backup=False)):
         pass
+    _write_txn_indexes(report, target)
     return target
+
+
+def _write_txn_indexes(report: CompactionReport, target: Path) -> None:
+    """Each segment's .txnindex as Kafka leaves it (`CompactionReport.txn_indexes`), over the one
+    recovery's rules rebuilt: a cleaned segment's holds the entries the cleaner appended, as they
+    were read (recovery would take the first offsets from the batches left, not the entries'); none
+    is written empty."""
+    for segment in target.glob("*.log"):
+        path = segment.with_suffix(".txnindex")
+        data = report.txn_indexes.get(offset_from_name(segment), b"")
+        if data:
+            path.write_bytes(data)
+        else:
+            path.unlink(missing_ok=True)
 
 
 def _write_partition(report: CompactionReport, partition: PartitionDir, staging: Path) -> None:

@@ -1288,3 +1288,38 @@ def test_the_loader_checks_each_txnindex(tmp_path, version, last_offset, kafka_s
         (0, 300, T0 + 2), (3, 200, T0 + 4), (6, 300, T0 + 8)]
     assert (f"{partition / '00000000000000000003.log'}: a .txnindex entry ends below its base offset: Kafka's loader "
             f"recovers the segment, cutting it to 200 bytes") in summary["notes"]
+
+
+@pytest.mark.parametrize("name", ["golden-v2-txn-0", "golden-v2-mixed-0"])
+def test_a_cleaned_transactional_log_keeps_the_cleaners_txnindex_and_verifies(tmp_path, name):
+    """Kafka's cleaner appends each ABORT marker it keeps (its transaction's batches removed) to the
+    cleaned segment's .txnindex, the entry as it was read: its first offset and LSO from before the
+    cleaning. `compaction --simulate` wrote the index recovery's rules rebuild (empty here: the
+    transactions left have no batches), and `verify` called Kafka's own cleaned log wrong (20 and 14
+    errors: entries of markers that end no transaction left, first offsets below the batches left).
+    Now our .txnindex files are Kafka's bytes (kafka-oracle clean, live) and both outputs verify."""
+    import os
+    import subprocess
+
+    from kafkalog_tools import compaction
+    from kafkalog_tools.formats.logdir import read_partition_dir
+    from kafkalog_tools.fuzz import oracle
+    from kafkalog_tools.verify import ERROR, Verification
+    from tests.conftest import GOLDEN, need
+
+    if oracle.unavailable():
+        pytest.skip(oracle.unavailable())
+    source = need(GOLDEN / "logs" / name)
+    now = T0 + 30 * 86_400_000
+    kafka_out = tmp_path / "kafka" / "logs" / name
+    done = subprocess.run([str(oracle.home() / "bin" / "kafka-oracle"), "clean", str(source), str(kafka_out), "--now",
+                           str(now), "--unclean"], capture_output=True, text=True,
+                          env={"KAFKA_ORACLE_HEAP_OPTS": oracle.HEAP, **os.environ})
+    assert done.returncode == 0, done.stderr[-500:]
+    report = compaction.analyze_partition(read_partition_dir(source), compaction.CompactionSettings(now=now))
+    ours = compaction.simulate(report, read_partition_dir(source), tmp_path / "ours")
+    kafka_indexes = {p.name: p.read_bytes() for p in kafka_out.glob("*.txnindex") if p.stat().st_size}
+    assert kafka_indexes  # (the cleaner kept entries)
+    assert {p.name: p.read_bytes() for p in ours.glob("*.txnindex")} == kafka_indexes
+    for directory in (kafka_out, ours):
+        assert [f for f in Verification([str(directory)]) if f.severity == ERROR] == []

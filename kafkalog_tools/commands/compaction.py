@@ -58,8 +58,10 @@ def command(paths, now, delete_retention_ms, min_compaction_lag_ms, max_compacti
     every batch of the segments it cleans), nothing is cleaned and the run says where.
 
     With --simulate, writes the cleaned partition to --output-dir (batches rebuilt by this
-    project's writer, indexes rebuilt by recovery's rules), plus a cleaner-offset-checkpoint there,
-    so the run after it can be simulated on the output with a later --now.
+    project's writer, offset and time indexes rebuilt by recovery's rules, each .txnindex as Kafka's
+    cleaner leaves it: the entries of the ABORT markers it kept, as they were), plus a
+    cleaner-offset-checkpoint there, so the run after it can be simulated on the output with a later
+    --now.
 
     PATH is a partition directory or a log directory (each of its partitions). The input is never
     written.

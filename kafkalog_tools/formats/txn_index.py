@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from construct import Int16sb, Int64sb, Struct
 
@@ -40,6 +40,9 @@ class AbortedTxn:
     last_offset: int
     last_stable_offset: int
     position: int = 0
+    raw: bytes | None = field(default=None, compare=False)
+    """The entry's 34 bytes as read from a file (None: built), which Kafka copies as they are: the
+    cleaner appends a kept ABORT marker's entry to the cleaned segment's index."""
 
 
 class TransactionIndex:
@@ -95,7 +98,9 @@ def entries_of(columns) -> list[AbortedTxn]:
     """The `AbortedTxn`s of entries read by `TransactionIndex.columns` (their version checked), each
     version as Kafka reads it: the first byte, signed (the int16's high byte)."""
     versions = (columns["version"].astype("int16") >> 8).tolist()
-    return [AbortedTxn(version, producer_id, first, last, lso, slot * ENTRY.size)
+    data = columns.tobytes()
+    return [AbortedTxn(version, producer_id, first, last, lso, slot * ENTRY.size,
+                       data[slot * ENTRY.size:(slot + 1) * ENTRY.size])
             for slot, (version, producer_id, first, last, lso) in enumerate(
                 zip(versions, *(columns[name].tolist() for name in COLUMNS)))]
 
@@ -148,5 +153,7 @@ class AbortedTxns:
 
 
 def build(entries: list[AbortedTxn]) -> bytes:
-    return b"".join(ENTRY.pack(e.version, e.producer_id, e.first_offset, e.last_offset, e.last_stable_offset)
+    """The index's bytes: each entry's own as read, else built."""
+    return b"".join(e.raw if e.raw is not None else
+                    ENTRY.pack(e.version, e.producer_id, e.first_offset, e.last_offset, e.last_stable_offset)
                     for e in entries)

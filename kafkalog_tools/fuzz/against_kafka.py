@@ -936,6 +936,10 @@ def compare_compaction(partition: Path, options: dict, orc: oracle.Oracle, repor
         return found + [f"segments after: ours {ours_logs} vs Kafka {kafka_logs} ({options})"]
     for name in kafka_logs:
         theirs_path, ours_path = kafka_out / name, ours_out / partition.name / name
+        theirs_txns, ours_txns = (_bytes_or_empty(path.with_suffix(".txnindex")) for path in (theirs_path, ours_path))
+        if theirs_txns != ours_txns:
+            found.append(f"{name}: the cleaned .txnindex: ours {ours_txns.hex()} vs Kafka {theirs_txns.hex()} "
+                         f"({options})")
         if theirs_path.read_bytes() == ours_path.read_bytes():
             report.count("cleaned segments byte for byte")
             continue
@@ -945,6 +949,11 @@ def compare_compaction(partition: Path, options: dict, orc: oracle.Oracle, repor
             found.append(f"{name}, batch {n}: ours {str(mine[n:n + 1])[:400]} vs Kafka {str(theirs[n:n + 1])[:400]} "
                          f"({options})")
     return found
+
+
+def _bytes_or_empty(path: Path) -> bytes:
+    """A file's bytes; a missing file reads as an empty one (an empty .txnindex is never written)."""
+    return path.read_bytes() if path.exists() else b""
 
 
 def compaction_options(rng: random.Random, generated: dict) -> dict:
