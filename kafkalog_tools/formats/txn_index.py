@@ -153,7 +153,15 @@ class AbortedTxns:
 
 
 def build(entries: list[AbortedTxn]) -> bytes:
-    """The index's bytes: each entry's own as read, else built."""
-    return b"".join(e.raw if e.raw is not None else
-                    ENTRY.pack(e.version, e.producer_id, e.first_offset, e.last_offset, e.last_stable_offset)
-                    for e in entries)
+    """The index's bytes: each entry's own as read where its fields still say what they read as
+    (`dataclasses.replace` keeps `raw`), else built."""
+    return b"".join(map(_entry_bytes, entries))
+
+
+def _entry_bytes(entry: AbortedTxn) -> bytes:
+    fields = (entry.version, entry.producer_id, entry.first_offset, entry.last_offset, entry.last_stable_offset)
+    if entry.raw is not None:
+        version, *rest = ENTRY.unpack(entry.raw)
+        if (version >> 8, *rest) == fields:  # (the version as Kafka reads it: the first byte, signed)
+            return entry.raw
+    return ENTRY.pack(entry.version << 8, *fields[1:])  # (the version in the first byte, where Kafka reads it)
