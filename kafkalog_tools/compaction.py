@@ -280,18 +280,19 @@ def _load(partition: PartitionDir, segments: list[Segment], report: CompactionRe
     return loaded
 
 
-def _aborted_transactions(read: list[_Segment]) -> list[tuple[int, list[AbortedTxn]]]:
-    """Each segment's base offset and the entries of its `.txnindex` as loaded, in file order:
-    rebuilt by the loader's recovery or read from the file (none without one)."""
+def _aborted_transactions(read: list[_Segment], loaded: dict[int, bytes]) -> list[tuple[int, list[AbortedTxn]]]:
+    """Each segment's base offset and the entries of its `.txnindex` as loaded (`loaded`, by base
+    offset), in file order: rebuilt by the loader's recovery, else read from the file."""
     indexes = []
     for seg in read:
+        base = seg.segment.base_offset
         if seg.recovery is not None:
             entries = list(seg.recovery.aborted_txns)
-        elif seg.segment.txnindex is not None:
-            entries = TransactionIndex(seg.segment.txnindex).entries()
+        elif loaded[base]:
+            entries = TransactionIndex(seg.segment.txnindex, loaded[base]).entries()
         else:
             entries = []
-        indexes.append((seg.segment.base_offset, entries))
+        indexes.append((base, entries))
     return indexes
 
 
@@ -375,7 +376,7 @@ def _analyze_loaded(partition: PartitionDir, report: CompactionReport, loaded: L
                        if seg.first_batch_unreadable), None)
     report.txn_indexes = {seg.segment.base_offset: _loaded_txn_index(seg) for seg in read}
     try:
-        aborted = _aborted_transactions(read)
+        aborted = _aborted_transactions(read, report.txn_indexes)
         offset_map, latest = _build_offset_map(read, report, aborted)
         report.end_offset = latest + 1
         cleaned = _segments_between(read, 0, report.end_offset) if latest >= 0 else []

@@ -100,13 +100,13 @@ def loader_recovery_point(partition: PartitionDir, shutdown: str, problems: list
     takes the log dir's marker (a partition copied out of its log dir has none); what was assumed goes
     to `notes`, saying that it happens `before` what the caller models."""
     if shutdown == AUTO:
-        clean = (partition.path.parent / CLEAN_SHUTDOWN).exists()
-        why = "after a clean shutdown (the log dir's marker)" if clean else "no clean shutdown marker in the log dir"
-    else:
-        clean = shutdown == CLEAN
-        why = f"--shutdown {shutdown}"
-    if clean:
+        if (partition.path.parent / CLEAN_SHUTDOWN).exists():
+            return None
+        why = "no clean shutdown marker in the log dir"
+    elif shutdown == CLEAN:
         return None
+    else:
+        why = f"--shutdown {shutdown}"
     point = checkpointed(partition, "recovery-point-offset-checkpoint", problems) or 0
     notes.append(f"{why}: Kafka's loader recovers the segments from offset {point} (the recovery point) "
                  f"before {before}")

@@ -76,6 +76,11 @@ class TransactionIndex:
         return np.frombuffer(self.data, dtype=entry_dtype(ENTRY_SCHEMA), count=count)
 
 
+def _kafka_versions(entries):
+    """Each entry's version as AbortedTxn.version() reads it: the first byte, signed (the int16's high byte)."""
+    return entries["version"].astype("int16") >> 8
+
+
 def sanity_check(index: TransactionIndex) -> int | None:
     """TransactionIndex.sanityCheck, which Kafka's loader runs on every segment with an offset index:
     the position of the first entry whose transaction ends below the segment's base offset (a
@@ -84,7 +89,7 @@ def sanity_check(index: TransactionIndex) -> int | None:
     import numpy as np
 
     entries = np.frombuffer(index.data, dtype=entry_dtype(ENTRY_SCHEMA), count=index.entry_count)
-    versions = entries["version"].astype(np.int16) >> 8  # the first byte, signed
+    versions = _kafka_versions(entries)
     failing = np.flatnonzero((versions > CURRENT_VERSION) | (entries["last_offset"] < index.base_offset))
     if not len(failing):
         return None
@@ -97,7 +102,7 @@ def sanity_check(index: TransactionIndex) -> int | None:
 def entries_of(columns) -> list[AbortedTxn]:
     """The `AbortedTxn`s of entries read by `TransactionIndex.columns` (their version checked), each
     version as Kafka reads it: the first byte, signed (the int16's high byte)."""
-    versions = (columns["version"].astype("int16") >> 8).tolist()
+    versions = _kafka_versions(columns).tolist()
     data = columns.tobytes()
     return [AbortedTxn(version, producer_id, first, last, lso, slot * ENTRY.size,
                        data[slot * ENTRY.size:(slot + 1) * ENTRY.size])
