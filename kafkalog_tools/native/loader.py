@@ -22,7 +22,7 @@ from . import cache, elf_object
 from .columns import (ABORTED_FIELDS, B_MAGIC, CAPACITY, COLUMNS, DUMPLOG_TEXTS, HEADER_COLUMNS, LEGACY_RECORD_COLUMNS,
                       ONGOING_FIELDS, PLAN_FIELDS, PRODUCER_FIELDS, RECORD_COLUMNS, RECOVERY_STATE, RENDER_BATCH,
                       RENDER_RECORD, RENDER_STATE, REPLAY_FIELDS, REPLAY_ONGOING, REPLAY_STATE, RP_PRODUCER,
-                      RUN_BATCH_FIELDS, TEXTS)
+                      RUN_BATCH_FIELDS, TEXTS, spread)
 
 _ENTRY_PREFIX = "kafkalog_"
 
@@ -167,7 +167,7 @@ class NativeKernel:
 
     @staticmethod
     def columns(capacity: int = CAPACITY) -> np.ndarray:
-        return np.empty((len(COLUMNS), capacity), dtype=np.int64)
+        return np.empty((len(COLUMNS), spread(capacity)), dtype=np.int64)
 
     @staticmethod
     def view(buffer) -> np.ndarray:

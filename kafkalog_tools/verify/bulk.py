@@ -151,8 +151,8 @@ class BulkScan:
         `payloads` (start -1: not these)."""
         import numpy as np
 
-        records = np.empty((len(bulk_scan.RECORD_COLUMNS), max(1024, len(payloads) // bulk_scan.SMALLEST_LEGACY_ENTRY
-                                                                + stop - row)), dtype=np.int64)
+        capacity = bulk_scan.spread(max(1024, len(payloads) // bulk_scan.SMALLEST_LEGACY_ENTRY + stop - row))
+        records = np.empty((len(bulk_scan.RECORD_COLUMNS), capacity), dtype=np.int64)
         legacy_records = np.empty((len(bulk_scan.LEGACY_RECORD_COLUMNS), records.shape[1]), dtype=np.int64)
         done, n = self.kernel.decode_legacy_each(self.reader.view, payloads, columns, row, stop, starts, ends,
                                                  in_payloads, first_record, records, 0, legacy_records)
