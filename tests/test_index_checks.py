@@ -361,3 +361,25 @@ def test_the_batch_table_holds_the_same_rows_however_they_arrive(how, room):
         holder = bisect.bisect_left(lasts, offset)
         assert table.holding(offset) == (holder if holder < len(rows) and bases[holder] <= offset else None)
         assert table.last_at_or_before(offset) == bisect.bisect_right(lasts, offset) - 1
+
+
+@pytest.mark.parametrize("how", ["runs", "mixed"])
+def test_a_released_block_serves_the_next_table_with_only_its_own_rows(how):
+    """`release` hands the block on: the next table's rows land over the last one's, and it reads
+    back its own rows only. A block something still holds (a view of a column) is not handed on.
+    (Rows added one by one only make no block.)"""
+    import weakref
+
+    first = _filled(_table_rows(1, 800), "runs", 10_000)
+    block = weakref.ref(first.block)
+    first.release()
+    assert len(first) == 0
+    rows = _table_rows(2, 300)
+    second = _filled(rows, how, 10_000)
+    assert second.block is block()
+    assert [list(map(int, column)) for column in (second.positions, second.base_offsets, second.last_offsets)] == [
+        [row[i] for row in rows] for i in (0, 2, 3)]
+    held = second.positions
+    second.release()
+    third = _filled(rows, "runs", 10_000)
+    assert third.block is not block() and held.base is block()

@@ -219,6 +219,7 @@ def check_segment(segment: Segment, is_active: bool, deep: bool = True,
             scan.run()
         report.index_findings.extend(check_offset_index(segment, log, scan.table, is_active))
         report.index_findings.extend(check_time_index(segment, log, scan.table, is_active))
+        scan.table.release()
     report.txn_entries, report.txn_findings = read_txn_index(segment)
     return report
 
