@@ -190,6 +190,27 @@ def test_crc_kernels_equal_crc32c_and_zlib(which):
             assert function(view, start, start + length) == reference(data[start:start + length]), length
 
 
+@pytest.mark.parametrize("side", ["left", "right"])
+def test_search_ascending_equals_numpys_searchsorted(side):
+    """The compiled search (index entries against a table's batches) against `np.searchsorted`:
+    needles ascending (galloping), descending, random, repeated, outside the haystack; haystacks
+    with runs of equal values, of one value, empty."""
+    import numpy as np
+
+    rng = np.random.default_rng(7)
+    for size in (0, 1, 2, 3, 64, 1000, 100_000):
+        for repeats in (False, True):
+            steps = rng.integers(0 if repeats else 1, 90, size)
+            haystack = np.cumsum(steps).astype(np.int64) - 50
+            low, high = (-100, 100) if not size else (int(haystack[0]) - 3, int(haystack[-1]) + 3)
+            for needles in (np.sort(rng.integers(low, high, 500)), np.sort(rng.integers(low, high, 500))[::-1],
+                            rng.integers(low, high, 500), np.repeat(rng.integers(low, high, 5), 7),
+                            haystack[::max(1, size // 300)], np.zeros(0, dtype=np.int64)):
+                needles = np.ascontiguousarray(needles, dtype=np.int64)
+                assert KERNEL.search_ascending(haystack, needles, side).tolist() == \
+                    np.searchsorted(haystack, needles, side).tolist(), (size, repeats)
+
+
 def golden_v2_logs() -> list[Path]:
     return sorted(p for p in need(GOLDEN / "logs").rglob("*.log") if p.stat().st_size)
 

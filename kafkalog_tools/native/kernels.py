@@ -486,6 +486,35 @@ def scan(buf, start, limit, end, deep, columns):
     return n, pos
 
 
+@_jit
+def search_ascending(haystack, needles, right, out):
+    """`np.searchsorted(haystack, needles, "right" if right else "left")` into `out`, for an
+    ascending `haystack`. A needle at or above the one before gallops on from that one's answer (an
+    index's entries against its segment's batches: a few probes each, close together, where
+    bisecting 3.35 M batches from scratch missed the cache); any other bisects from the start."""
+    n = len(haystack)
+    lo = 0
+    for i in range(len(needles)):
+        x = needles[i]
+        if i == 0 or x < needles[i - 1]:
+            lo = 0
+        # every row below `lo` is below x (right: at or below); find the first that is not
+        probe, bound = lo, 1
+        while probe < n and (haystack[probe] <= x if right else haystack[probe] < x):
+            lo = probe + 1
+            probe = lo + bound
+            bound *= 2
+        hi = min(probe, n)
+        while lo < hi:
+            middle = (lo + hi) >> 1
+            if haystack[middle] <= x if right else haystack[middle] < x:
+                lo = middle + 1
+            else:
+                hi = middle
+        out[i] = lo
+    return 0
+
+
 _LEGACY_CRC_AT, _LEGACY_MAGIC_AT = legacy.LOG_ENTRY_HEADER.sizeof(), legacy.CRC_START
 _LEGACY_OVERHEAD_V0 = legacy.RECORD_OVERHEAD_V0
 _LEGACY_ATTRIBUTES = legacy.ATTR_CODEC | legacy.ATTR_LOG_APPEND_TIME
@@ -1898,6 +1927,11 @@ def _agree_entry(payloads, length, bounds, rows, count, columns, capacity):
     return 0
 
 
+@njit(_I64(_LONGS, _I64, _LONGS, _I64, _I64, _LONGS), nogil=True)
+def _search_entry(haystack, length, needles, count, right, out):
+    return search_ascending(carray(haystack, (length,)), carray(needles, (count,)), right != 0, carray(out, (count,)))
+
+
 @njit(_I64(_LONGS, _I64, _I64, _I64, _LONGS, _LONGS, _LONGS, _I64), nogil=True)
 def _recovery_entry(columns, capacity, start, stop, state, offset_entries, time_entries, width):
     return recovery_index(carray(columns, (_COLUMN_COUNT, capacity)), start, stop, carray(state, (RECOVERY_STATE,)),
@@ -1992,7 +2026,8 @@ def _dumplog_entry(segment, segment_length, payloads, payloads_length, batches, 
                                carray(out, (out_length,)), carray(state, (RENDER_STATE,)))
 
 
-ENTRIES = {"scan": _scan_entry, "scan_legacy": _scan_legacy_entry, "agree_each": _agree_entry, "recovery_index": _recovery_entry,
+ENTRIES = {"scan": _scan_entry, "scan_legacy": _scan_legacy_entry, "agree_each": _agree_entry,
+           "search_ascending": _search_entry, "recovery_index": _recovery_entry,
            "replay_transactional": _replay_entry, "producer_slots": _slots_entry, "plan_producers": _plan_entry,
            "decode_each": _decode_entry, "decode_legacy_each": _decode_legacy_entry,
            "lz4_each": _lz4_entry, "render_each": _render_entry,

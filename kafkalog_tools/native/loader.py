@@ -107,6 +107,7 @@ _SIGNATURES = {  # kernels.ENTRIES, in their argument order
     "scan": (_POINTER, _I64, _I64, _I64, _I64, _I64, _POINTER, _I64, _POINTER),
     "scan_legacy": (_POINTER, _I64, _I64, _I64, _I64, _I64, _POINTER, _I64, _POINTER),
     "agree_each": (_POINTER, _I64, _POINTER, _POINTER, _I64, _POINTER, _I64),
+    "search_ascending": (_POINTER, _I64, _POINTER, _I64, _I64, _POINTER),
     "recovery_index": (_POINTER, _I64, _I64, _I64, _POINTER, _POINTER, _POINTER, _I64),
     "replay_transactional": (_POINTER, _I64, _I64, _POINTER, _I64, _POINTER, _I64, _POINTER, _POINTER, _POINTER),
     "producer_slots": (_POINTER, _I64, _POINTER, _I64, _POINTER, _POINTER, _POINTER),
@@ -205,6 +206,14 @@ class NativeKernel:
         self._call("agree_each", _address(payloads, np.uint8), payloads.size, _address(bounds, np.int64),
                    _address(rows, np.int64), rows.size, _address(columns, np.int64, len(COLUMNS), True),
                    columns.shape[1])
+
+    def search_ascending(self, haystack, needles, side: str = "left"):
+        """kernels.search_ascending: `np.searchsorted(haystack, needles, side)` for an ascending
+        `haystack` (the caller knows it is: the kernel does not check)."""
+        out = np.empty(needles.size, dtype=np.int64)
+        self._call("search_ascending", _address(haystack, np.int64), haystack.size, _address(needles, np.int64),
+                   needles.size, side == "right", out.ctypes.data)
+        return out
 
     def recovery_index(self, columns, start: int, stop: int, state, offset_entries, time_entries) -> int:
         """kernels.recovery_index: the row it stopped at."""
