@@ -27,7 +27,7 @@ from .formats.segment import MAGIC_OFFSET, BadEntry, SegmentFile, Stop, all_zero
 from .native import bulk_scan
 from .native.columns import (ATTRIBUTES, B_ATTRIBUTES, B_COUNT, B_POSITION, BASE_OFFSET, BASE_SEQUENCE, BASE_TIMESTAMP,
                              CAPACITY, FIELD_AT, LAST_OFFSET_DELTA, LEADER_EPOCH, MARKER, MAX_TIMESTAMP, POSITION,
-                             PRODUCER_EPOCH, PRODUCER_ID, R_OFFSET, RECORDS_COUNT, SIZE)
+                             PRODUCER_EPOCH, PRODUCER_ID, R_OFFSET, RECORDS_COUNT, SIZE, spread)
 from .payloads import DecodedPayload, PayloadDecoder, PayloadError, decoder_for_topic, decoders
 from .payloads import quorum_state
 
@@ -750,8 +750,8 @@ class _BulkDump:
         n = self._decompress(chunk, np.flatnonzero(compressed[:n] & (in_payloads[:n] == 0)), 2, starts, ends,
                              in_payloads, bytes(chunk.buffers.lz4_out[:held]) if held else b"")
         payload_view = np.frombuffer(chunk.payloads, dtype=np.uint8)
-        records = np.empty((len(bulk_scan.RECORD_COLUMNS), bulk_scan.spread(self.RECORDS)), dtype=np.int64)
-        headers = np.empty((len(bulk_scan.HEADER_COLUMNS), bulk_scan.spread(self.RECORDS)), dtype=np.int64)
+        records = np.empty((len(bulk_scan.RECORD_COLUMNS), spread(self.RECORDS)), dtype=np.int64)
+        headers = np.empty((len(bulk_scan.HEADER_COLUMNS), spread(self.RECORDS)), dtype=np.int64)
         chunk.decoded = True
         row = records_used = headers_used = 0
         while True:
@@ -792,8 +792,8 @@ class _BulkDump:
         in_payloads = np.zeros(n, dtype=np.int64)
         n = self._decompress(chunk, wrappers[starts[wrappers] >= 0], magic, starts, ends, in_payloads)
         payload_view = np.frombuffer(chunk.payloads, dtype=np.uint8)
-        records = np.empty((len(bulk_scan.RECORD_COLUMNS), bulk_scan.spread(self.RECORDS)), dtype=np.int64)
-        legacy_records = np.empty((len(bulk_scan.LEGACY_RECORD_COLUMNS), bulk_scan.spread(self.RECORDS)), dtype=np.int64)
+        records = np.empty((len(bulk_scan.RECORD_COLUMNS), spread(self.RECORDS)), dtype=np.int64)
+        legacy_records = np.empty((len(bulk_scan.LEGACY_RECORD_COLUMNS), spread(self.RECORDS)), dtype=np.int64)
         chunk.decoded = True
         row = used = 0
         while True:
@@ -832,7 +832,7 @@ class _BulkDump:
         return chunk.n
 
     def _grown(self, array, used: int, at_least: int):
-        grown = self.np.empty((array.shape[0], bulk_scan.spread(max(at_least, 2 * array.shape[1]))), dtype=array.dtype)
+        grown = self.np.empty((array.shape[0], spread(max(at_least, 2 * array.shape[1]))), dtype=array.dtype)
         grown[:, :used] = array[:, :used]
         return grown
 

@@ -31,7 +31,7 @@ from ..formats.batch import ControlRecord, Record
 from ..formats.control import CONTROL_TYPES
 from ..formats.record_batch import HEADER_SIZE, LOG_OVERHEAD
 from .columns import *  # noqa: F403 - the layout is part of the scan's interface: callers index columns through it
-from .columns import FIELD_AT, spread  # noqa: F401 - handed on, as the layout is
+from .columns import FIELD_AT
 
 MODE_VARIABLE = "KAFKALOG_BULK"
 """`auto` (default): the compiled scan where it pays (see `wanted`); `always`; `never`."""

@@ -9,7 +9,7 @@ from ..formats.record_batch import ATTR_CODEC, ATTR_CONTROL, HEADER_SIZE, parse_
 from ..formats.segment import MAGIC_OFFSET
 from ..native import bulk_scan
 from ..native.columns import (ATTRIBUTES, BASE_OFFSET, LAST_OFFSET_DELTA, MARKER, MAX_TIMESTAMP, NOT_A_MARKER, POSITION,
-                              RECORDS_COUNT, SIZE)
+                              RECORDS_COUNT, SIZE, spread)
 
 
 class BulkScan:
@@ -151,7 +151,7 @@ class BulkScan:
         `payloads` (start -1: not these)."""
         import numpy as np
 
-        capacity = bulk_scan.spread(max(1024, len(payloads) // bulk_scan.SMALLEST_LEGACY_ENTRY + stop - row))
+        capacity = spread(max(1024, len(payloads) // bulk_scan.SMALLEST_LEGACY_ENTRY + stop - row))
         records = np.empty((len(bulk_scan.RECORD_COLUMNS), capacity), dtype=np.int64)
         legacy_records = np.empty((len(bulk_scan.LEGACY_RECORD_COLUMNS), records.shape[1]), dtype=np.int64)
         done, n = self.kernel.decode_legacy_each(self.reader.view, payloads, columns, row, stop, starts, ends,
