@@ -119,7 +119,10 @@ class BatchTable:
             return self.block
         capacity = max(self.room, self.count + n) if self.block is None else max(2 * self.block.shape[1],
                                                                                   self.count + n)
-        spare = _SPARE_BLOCKS.pop() if _SPARE_BLOCKS else None
+        try:
+            spare = _SPARE_BLOCKS.pop()  # (one call: another thread may take it between a check and a pop)
+        except IndexError:
+            spare = None
         block = spare if spare is not None and spare.shape[1] >= capacity else np.empty((4, capacity), dtype=np.int64)
         for index in range(4):
             block[index, :self.count] = np.asarray(self._column(index))
