@@ -132,7 +132,8 @@ class BatchTable:
     def release(self) -> None:
         """Done with the rows: their block goes to the next table made in this process, unless
         something still holds it or a view of it (the table is empty from here)."""
-        block, self.block, self.rows, self.count = self.block, None, [array("q") for _ in range(4)], 0
+        block = self.block
+        self.__init__(self.keep_rows)
         if block is not None and sys.getrefcount(block) == 2 and not _SPARE_BLOCKS:  # (this name, the call's)
             _SPARE_BLOCKS.append(block)
 
