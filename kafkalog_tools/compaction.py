@@ -135,6 +135,8 @@ class SegmentSummary:
     removed: list[int] = field(default_factory=list)
     group: int | None = None
     """Base offset of the cleaned segment this one is merged into (groupSegmentsBySize)."""
+    loaded_from: str | None = None
+    """Where its bytes as loaded are read, when not from `file`: a scratch copy of a split's piece."""
 
 
 @dataclass
@@ -190,6 +192,8 @@ class CompactionReport:
     txn_indexes: dict[int, bytes] = field(default_factory=dict)
     """Each segment's .txnindex as this cleaning leaves it, by base offset: a cleaned one's the
     transactions the cleaner appended, any other's as the loader left it."""
+    scratch: object = None
+    """Keeps the pieces of a segment the loader split (`LoadedLog.scratch`) while the report lives."""
 
     @property
     def dirty_ratio(self) -> float:
@@ -221,10 +225,10 @@ class _Segment:
     """The first entry's size is below 14: LogSegment.getFirstBatchTimestamp throws."""
 
 
-def _read_segments(loaded: LoadedLog, segments: list[Segment], open_files: ExitStack) -> list[_Segment]:
+def _read_segments(loaded: LoadedLog, open_files: ExitStack) -> list[_Segment]:
     """The segments as loaded, each read up to where its batches stop being readable; their records
     are read where the cleaner reads them, so the files stay open in `open_files`."""
-    by_base = {segment.base_offset: segment for segment in segments}
+    by_base = {segment.base_offset: segment for segment in loaded.files}
     out = []
     for held in loaded.segments:
         batches, unreadable = [], None
@@ -274,6 +278,8 @@ def _load(partition: PartitionDir, segments: list[Segment], report: CompactionRe
         if recovery.truncated_bytes:
             report.notes.append(f"{recovery.log_path}: Kafka's loader recovers it and cuts it to "
                                 f"{recovery.valid_bytes} bytes")
+    report.notes.extend(loaded.splits)
+    report.scratch = loaded.scratch
     if loaded.deleted:
         report.notes.append(f"Kafka's loader deletes the segments after the one it cut: base offsets "
                             f"{', '.join(map(str, loaded.deleted))}")
@@ -354,7 +360,7 @@ def analyze_partition(partition: PartitionDir, settings: CompactionSettings | No
         report.would_clean, report.clean_reason = False, "no bytes to clean"
         return report
     with ExitStack() as open_files:
-        _analyze_loaded(partition, report, loaded, _read_segments(loaded, segments, open_files))
+        _analyze_loaded(partition, report, loaded, _read_segments(loaded, open_files))
     return report
 
 
@@ -387,7 +393,7 @@ def _analyze_loaded(partition: PartitionDir, report: CompactionReport, loaded: L
         report.batches.clear()
     if unreadable is not None:
         _cannot_clean(report, f"{unreadable}; Kafka's cleaner throws here and marks the partition uncleanable")
-    _summaries(read, report)
+    _summaries(read, report, loaded)
 
 
 def _cannot_clean(report: CompactionReport, why: str) -> None:
@@ -832,7 +838,7 @@ def _index_sizes(seg: _Segment) -> tuple[int, int]:
     return sizes[0], sizes[1]
 
 
-def _summaries(read: list[_Segment], report: CompactionReport) -> None:
+def _summaries(read: list[_Segment], report: CompactionReport, loaded: LoadedLog) -> None:
     group_of = {base: group[0] for group in report.groups for base in group}
     for seg in read:
         base = seg.segment.base_offset
@@ -844,7 +850,9 @@ def _summaries(read: list[_Segment], report: CompactionReport) -> None:
             section = "dirty"
         else:
             section = "uncleanable"
-        report.segments.append(SegmentSummary(base, str(seg.segment.log), seg.size, section, group=group_of.get(base)))
+        file = loaded.kafka_path(seg.segment)
+        report.segments.append(SegmentSummary(base, file, seg.size, section, group=group_of.get(base),
+                                              loaded_from=None if file == str(seg.segment.log) else str(seg.segment.log)))
     by_base = {s.base_offset: s for s in report.segments}
     for plan in report.batches:
         summary = by_base[plan.segment]
@@ -929,7 +937,7 @@ def _write_partition(report: CompactionReport, partition: PartitionDir, staging:
             continue
         with open(staging / f"{segment.base_offset:020d}.log", "wb") as out:
             if segment.base_offset not in groups:  # not cleaned: its bytes as loaded, unreadable ones too
-                copy_prefix(Path(segment.file), out, segment.size)
+                copy_prefix(Path(segment.loaded_from or segment.file), out, segment.size)
                 continue
             for base in groups[segment.base_offset]:
                 for plan in by_segment.get(base, []):

@@ -88,6 +88,10 @@ class Snapshots:
     def take(self, offset: int, state: ProducerState) -> None:
         self.by_offset[offset] = state.saved()
 
+    def remove(self, offset: int) -> None:
+        """ProducerStateManager.removeAndMarkSnapshotForDeletion: the snapshot at `offset`, if any."""
+        self.by_offset.pop(offset, None)
+
     def remove_stray(self, base_offsets: list[int]) -> None:
         """ProducerStateManager.removeStraySnapshots: those not at a segment's base offset go, but
         the latest of them where it is not below the last segment's base offset."""

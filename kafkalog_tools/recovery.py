@@ -683,7 +683,7 @@ def recover_segment(segment: SegmentFile, producer_state: ProducerState,
     # the final "max timestamp" entry that closing a segment writes: TimeIndex.maybeAppend checks the
     # offset before it looks at the timestamp, and recovery does not catch what it throws
     try:
-        _maybe_append_time_entry(result, segment.path, result.valid_bytes)
+        maybe_append_time_entry(result, segment.path, result.valid_bytes)
         _read_next_offset(segment, result)
     except KafkaLogError as exc:
         result.failure = exc
@@ -718,7 +718,7 @@ def read_next_offset(segment: SegmentFile, target: int, position: int, end: int 
     last = found
     for last, _, _ in shallow_entries(segment, found, end):
         pass
-    return _last_offset(segment, last) + 1
+    return entry_last_offset(segment, last) + 1
 
 
 def translate_offset(segment: SegmentFile, target: int, position: int, end: int) -> int | None:
@@ -726,8 +726,8 @@ def translate_offset(segment: SegmentFile, target: int, position: int, end: int)
     whose last offset reaches `target` starts (FileRecords.searchForOffsetFromPosition, which also
     asks that entry for its base offset), None when no entry before `end` does."""
     for entry_position, _, _ in shallow_entries(segment, max(position, 0), end):
-        if _last_offset(segment, entry_position) >= target:
-            _check_first_offset(segment, entry_position)
+        if entry_last_offset(segment, entry_position) >= target:
+            first_offset(segment, entry_position, "reading the segment's next offset")
             return entry_position
     return None
 
@@ -743,16 +743,16 @@ def shallow_entries(segment: SegmentFile, position: int, end: int) -> Iterator[t
                                    path=segment.path, position=position, expected=f">= {MIN_ENTRY_SIZE}", actual=size)
         if position > end - LOG_OVERHEAD - size:
             return
-        yield position, LOG_OVERHEAD + size, _magic(buf, position)
+        yield position, LOG_OVERHEAD + size, entry_magic(buf, position)
         position += LOG_OVERHEAD + size
 
 
-def _last_offset(segment: SegmentFile, position: int) -> int:
+def entry_last_offset(segment: SegmentFile, position: int) -> int:
     """FileChannelRecordBatch.lastOffset: a V0/V1 entry's offset field; a V2 batch's base offset plus
     its last offset delta from the 61-byte header, read from the file even past the batch's end."""
     buf = segment.buffer
     (offset,) = _INT64.unpack_from(buf, position)
-    if _magic(buf, position) < 2:
+    if entry_magic(buf, position) < 2:
         return offset
     require_v2_header(segment, position)
     (delta,) = _INT32.unpack_from(buf, position + _LAST_OFFSET_DELTA_AT)
@@ -768,29 +768,32 @@ def require_v2_header(segment: SegmentFile, position: int) -> None:
                                f"{segment.file_size - position} bytes", path=segment.path, position=position)
 
 
-def _magic(buf, position: int) -> int:
+def entry_magic(buf, position: int) -> int:
     magic = buf[position + 16]
     return magic - 256 if magic > 127 else magic
 
 
-def _check_first_offset(segment: SegmentFile, position: int) -> None:
-    """FileRecords.searchForOffsetWithSize asks the batch it found for its baseOffset, which for a
-    V0/V1 wrapper is its first inner record's offset: a message set that cannot be read throws."""
-    if _magic(segment.buffer, position) >= 2:
-        return
+def first_offset(segment: SegmentFile, position: int, doing: str) -> int:
+    """FileChannelRecordBatch.baseOffset of the entry at `position`: a V2 batch's field; a V0/V1
+    wrapper's first inner record's offset (an uncompressed message is its own first record), where a
+    message set that cannot be read throws (KafkaLogError, saying what Kafka was `doing`)."""
+    buf = segment.buffer
+    (offset,) = _INT64.unpack_from(buf, position)
+    if entry_magic(buf, position) >= 2:
+        return offset
     entry = next(segment.entries(position))
     if isinstance(entry, BadEntry):
-        if segment.buffer[position + _LEGACY_ATTRIBUTES_AT] & 0x07 == 0:
-            return  # an uncompressed message is its own first record
-        raise KafkaLogError(f"reading the segment's next offset, the first offset of the V{entry.magic} wrapper at "
-                            f"{position}: {entry.error.message}", path=segment.path, position=position)
+        if buf[position + _LEGACY_ATTRIBUTES_AT] & 0x07 == 0:
+            return offset
+        raise KafkaLogError(f"{doing}, the first offset of the V{entry.magic} wrapper at {position}: "
+                            f"{entry.error.message}", path=segment.path, position=position)
     if entry.compression_id == 0:
-        return
+        return offset
     try:
-        entry.base_offset
+        return entry.base_offset
     except (CorruptDataError, IndexError) as exc:
-        raise KafkaLogError(f"reading the segment's next offset, the first offset of the V{entry.magic} "
-                            f"wrapper at {position}: {getattr(exc, 'message', None) or 'its message set is empty'}",
+        raise KafkaLogError(f"{doing}, the first offset of the V{entry.magic} wrapper at {position}: "
+                            f"{getattr(exc, 'message', None) or 'its message set is empty'}",
                             path=segment.path, position=position) from None
 
 
@@ -834,8 +837,9 @@ class _RecoveryWalk:
         if entry.max_timestamp > result.max_timestamp:
             result.max_timestamp, result.offset_of_max_timestamp = entry.max_timestamp, entry.last_offset
         if result.valid_bytes - self.last_indexed_position > self.index_interval_bytes:
-            _append_offset_entry(result, entry)
-            _maybe_append_time_entry(result, entry.path, entry.position)
+            append_offset_entry(result.offset_entries, entry.last_offset, result.valid_bytes, entry.path,
+                                entry.position)
+            maybe_append_time_entry(result, entry.path, entry.position)
             self.last_indexed_position = result.valid_bytes
         self.epochs.assign(entry)
         try:
@@ -993,26 +997,33 @@ class _RecoveryInBulk:
         return stopped
 
 
+class SegmentOffsetOverflowError(KafkaLogError):
+    """LogSegmentOffsetOverflowException: a batch's last offset does not fit its segment's indexes.
+    The loader catches it and splits the segment (`split`)."""
+
+
 def _ensure_offset_in_range(batch: Batch, base: int) -> None:
     relative = batch.last_offset - base
     if not 0 <= relative <= INT32_MAX:
-        raise KafkaLogError(
+        raise SegmentOffsetOverflowError(
             f"Detected offset overflow at offset {batch.last_offset} in segment with base offset {base}",
             path=batch.path, position=batch.position, expected=f"{base}..{base + INT32_MAX}", actual=batch.last_offset)
 
 
-def _append_offset_entry(result: SegmentRecovery, batch: Batch) -> None:
-    if result.offset_entries and batch.last_offset <= result.offset_entries[-1][0]:
+def append_offset_entry(entries: EntryColumns, offset: int, position: int, path: str, at: int) -> None:
+    """OffsetIndex.append of (`offset`, `position`): an offset no larger than the last entry's
+    throws. `at`: where in `path` the batch that asks for the entry starts."""
+    if entries and offset <= entries[-1][0]:
         raise InvalidOffsetError(
-            f"Attempt to append an offset {batch.last_offset} to position {result.valid_bytes} no larger than "
-            f"the last offset appended ({result.offset_entries[-1][0]})",
-            path=batch.path, position=batch.position)
-    result.offset_entries.append((batch.last_offset, result.valid_bytes))
+            f"Attempt to append an offset {offset} to position {position} no larger than "
+            f"the last offset appended ({entries[-1][0]})", path=path, position=at)
+    entries.append((offset, position))
 
 
-def _maybe_append_time_entry(result: SegmentRecovery, path: str, position: int) -> None:
-    """TimeIndex.maybeAppend: only a strictly larger timestamp is appended; an offset below the last
-    entry's throws first, whatever the timestamp."""
+def maybe_append_time_entry(result, path: str, position: int) -> None:
+    """TimeIndex.maybeAppend of the largest timestamp so far of `result` (a SegmentRecovery, a split's
+    Piece): only a strictly larger timestamp is appended; an offset below the last entry's throws
+    first, whatever the timestamp."""
     last_timestamp, last_offset = result.time_entries[-1] if result.time_entries else (-1, result.base_offset)
     if result.time_entries and result.offset_of_max_timestamp < last_offset:
         raise InvalidOffsetError(

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import bisect
 import os
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -40,7 +41,9 @@ from .formats.time_index import TimeIndex, TimestampOffset
 from .formats.txn_index import TransactionIndex
 from .native import bulk_scan
 from .producer_rebuild import LoadedSegment, Snapshots, entry_lookup, index_lookup, rebuild_producer_state
-from .recovery import InvalidOffsetError, ProducerState, SegmentRecovery, read_next_offset, recover_segment
+from .recovery import (DEFAULT_INDEX_INTERVAL_BYTES, InvalidOffsetError, ProducerState, SegmentOffsetOverflowError,
+                       SegmentRecovery, read_next_offset, recover_segment)
+from .split import has_overflow, split_segment, write_pieces
 
 DEFAULT_RETENTION_MS = 7 * 24 * 60 * 60 * 1000  # retention.ms
 UNLIMITED = -1  # retention.bytes default; -1 also switches retention.ms off
@@ -91,6 +94,23 @@ class LoadedLog:
     """Base offsets of the segments the recovery after an unclean shutdown deleted."""
     state: ProducerState | None = None
     """The producer state the loader ends with (None: it failed, or every segment went)."""
+    files: list[Segment] = field(default_factory=list)
+    """The segments' files as the loader leaves them: where it split a segment whose offsets overflow,
+    the pieces (written to `scratch`) in its place."""
+    splits: list[str] = field(default_factory=list)
+    """Each split, in words."""
+    scratch: tempfile.TemporaryDirectory | None = None
+    """Where the pieces of split segments are written; it goes with this object."""
+
+    directory: Path | None = None
+    """The partition's directory."""
+
+    def kafka_path(self, segment: Segment) -> str:
+        """The .log of a segment as Kafka's loader leaves it: a piece of a split is named after its
+        base offset in the partition's directory."""
+        if self.scratch is not None and Path(self.scratch.name) in segment.log.parents:
+            return str(self.directory / segment.log.name)
+        return str(segment.log)
 
 
 def loader_recovery_point(partition: PartitionDir, shutdown: str, problems: list[str], notes: list[str],
@@ -121,19 +141,22 @@ def load_log(partition: PartitionDir, segments: list[Segment], checkpoint_start:
     the latest snapshot (`log_start`: the log start offset the loader settles on), unless the log
     start lies past the log end and every segment goes. `expiry`: (now, producer.id.expiration.ms),
     the producers a snapshot load drops (None: none, where only whether the loader throws matters)."""
-    loaded = LoadedLog()
+    loaded = LoadedLog(files=list(segments), directory=partition.path)
     try:
         snapshots = Snapshots(partition.snapshots, expiry)
-        held = _load_segment_files(segments, snapshots, checkpoint_start, loaded)
+        held = _retrying_on_overflow(loaded, snapshots, None,
+                                     lambda: _load_segment_files(loaded.files, snapshots, checkpoint_start, loaded))
         if recovery_point is not None:
-            held = _recover_log(held, snapshots, checkpoint_start, recovery_point, loaded)
+            held = _retrying_on_overflow(loaded, snapshots, held,
+                                         lambda: _recover_log(list(held), snapshots, checkpoint_start, recovery_point,
+                                                              loaded))
         loaded.segments = held
         last = held[-1]
         recovered = loaded.recovered.get(last.base_offset)
         if recovered is not None:
             loaded.log_end_offset = recovered.next_offset
         else:
-            segment = next(s for s in segments if s.base_offset == last.base_offset)
+            segment = next(s for s in loaded.files if s.base_offset == last.base_offset)
             loaded.log_end_offset = segment_next_offset(segment.log, segment.base_offset, segment.index)
         if log_start <= loaded.log_end_offset:
             snapshots.remove_stray([segment.base_offset for segment in held])
@@ -144,13 +167,69 @@ def load_log(partition: PartitionDir, segments: list[Segment], checkpoint_start:
     return loaded
 
 
+def _retrying_on_overflow(loaded: LoadedLog, snapshots: Snapshots, held: list[LoadedSegment] | None, load):
+    """LogLoader.retryOnOffsetOverflow: `load` again after each split of a segment whose offsets
+    overflow. `held`: the segments `load` recovers (recoverLog), which take the pieces in the split
+    segment's place; None: `load` lists them again from `loaded.files` (loadSegmentFiles)."""
+    while True:
+        try:
+            return load()
+        except SegmentOffsetOverflowError as overflow:
+            pieces = _split(loaded, snapshots, overflow)
+            if held is not None:
+                bases = {piece.base_offset for piece in pieces}
+                held[:] = sorted([h for h in held if h.base_offset not in bases and h.path != Path(overflow.path)]
+                                 + [LoadedSegment(p.base_offset, p.log, None, index_lookup(p.index, p.base_offset))
+                                    for p in pieces], key=lambda h: h.base_offset)
+
+
+def _split(loaded: LoadedLog, snapshots: Snapshots, overflow: SegmentOffsetOverflowError) -> list[Segment]:
+    """LocalLog.splitOverflowedSegment of the segment whose recovery threw `overflow`, and
+    replaceSegments: the pieces take its place (and that of any other segment at a piece's base
+    offset, keeping its .txnindex); its producer snapshot goes unless a piece starts where it did."""
+    segment = next(s for s in loaded.files if s.log is not None and os.fspath(s.log) == overflow.path)
+    failed = loaded.recovered.pop(segment.base_offset)
+    with SegmentFile(segment.log) as log:
+        # hasOverflow reads the next offset from the offset index the failed recovery left
+        target, position = failed.offset_entries[-1] if failed.offset_entries else (segment.base_offset, 0)
+        next_offset = read_next_offset(log, target, position)
+        if not has_overflow(segment.base_offset, next_offset):
+            raise KafkaLogError(f"{overflow.message}, and Kafka's split refuses the segment (IllegalArgumentException): "
+                                f"its last batch does not overflow (next offset {next_offset})", path=overflow.path)
+        pieces = split_segment(log, DEFAULT_INDEX_INTERVAL_BYTES)
+        if loaded.scratch is None:
+            loaded.scratch = tempfile.TemporaryDirectory(prefix="kafkalog-split-")
+        directory = Path(loaded.scratch.name) / str(len(loaded.splits))
+        directory.mkdir()
+        files = write_pieces(pieces, log, directory)
+    by_base = {s.base_offset: s for s in loaded.files if s is not segment}
+    for piece in files:
+        replaced = by_base.pop(piece.base_offset, None)
+        if replaced is not None:
+            piece.txnindex = replaced.txnindex
+            loaded.recovered.pop(piece.base_offset, None)
+        by_base[piece.base_offset] = piece
+    loaded.files = [by_base[base] for base in sorted(by_base)]
+    if segment.base_offset not in {piece.base_offset for piece in files}:
+        snapshots.remove(segment.base_offset)
+    loaded.splits.append(f"{segment.log}: {overflow.message}: Kafka's loader splits the segment (KAFKA-6264) into "
+                         f"segments at base offsets {', '.join(str(p.base_offset) for p in files)}, then loads the log "
+                         f"again")
+    return files
+
+
 def _load_segment_files(segments: list[Segment], snapshots: Snapshots, checkpoint_start: int,
                         loaded: LoadedLog) -> list[LoadedSegment]:
     """LogLoader.loadSegmentFiles: LogSegment.sanityCheck's NoSuchFileException (no .index) or
     CorruptIndexException (a .txnindex entry ending below the base offset) means recoverSegment (what
-    it throws, the loader does not catch)."""
+    it throws, the loader does not catch). A segment an earlier pass recovered (before a split) has
+    the indexes that recovery wrote."""
     held: list[LoadedSegment] = []
     for segment in segments:
+        earlier = loaded.recovered.get(segment.base_offset)
+        if earlier is not None and earlier.failure is None:
+            held.append(_as_recovered(segment.base_offset, segment.log, earlier))
+            continue
         if segment.index is not None and (segment.txnindex is None
                                           or txn_index.sanity_check(TransactionIndex(segment.txnindex)) is None):
             held.append(LoadedSegment(segment.base_offset, segment.log, None,
@@ -430,7 +509,8 @@ def analyze_partition(partition: PartitionDir, settings: RetentionSettings | Non
     loaded = load_log(partition, segments, checkpoint_start, report.log_start_offset, recovery_point)
     report.log_end_offset = loaded.log_end_offset
     snapshots = {offset_from_name(p): p for p in partition.snapshots}
-    kept = [segment for segment in segments if segment.base_offset not in loaded.deleted]
+    report.notes.extend(loaded.splits)
+    kept = [segment for segment in loaded.files if segment.base_offset not in loaded.deleted]
     for index, segment in enumerate(kept):
         upper = kept[index + 1].base_offset if index + 1 < len(kept) else report.log_end_offset
         recovered = loaded.recovered.get(segment.base_offset)
@@ -439,13 +519,13 @@ def analyze_partition(partition: PartitionDir, settings: RetentionSettings | Non
             why = ("no .index: " if segment.index is None else
                    "a .txnindex entry ends below its base offset: " if recovery_point is None else "")
             if why or recovered.truncated_bytes:
-                report.notes.append(f"{segment.log}: {why}Kafka's loader recovers the segment"
+                report.notes.append(f"{loaded.kafka_path(segment)}: {why}Kafka's loader recovers the segment"
                                     + (f", cutting it to {size} bytes" if recovered.truncated_bytes else ""))
         else:
             size, (largest, source) = _size(segment.log), _loaded_largest_timestamp(segment, scanned)
         snapshot = snapshots.get(segment.base_offset)
-        report.segments.append(SegmentVerdict(segment.base_offset, str(segment.log), size, largest,
-                                              source, upper, snapshot=str(snapshot) if snapshot else None))
+        report.segments.append(SegmentVerdict(segment.base_offset, loaded.kafka_path(segment), size,
+                                              largest, source, upper, snapshot=str(snapshot) if snapshot else None))
     report.size = sum(s.size for s in report.segments)
     if loaded.deleted:
         report.notes.append(f"Kafka's loader deletes the segments after the one it cut, before any retention pass: "

@@ -54,8 +54,10 @@ def command(paths, now, delete_retention_ms, min_compaction_lag_ms, max_compacti
     The cleaner works on the log as Kafka's loader opens it: without .kafka_cleanshutdown in the log
     dir (or with --shutdown unclean), recovered from the recovery point (the first segment cut short
     ends the log, the later ones deleted); after a clean shutdown as it is, but for segments without
-    their .index. Where the loader or the cleaner would throw (the cleaner checks no CRC, but reads
-    every batch of the segments it cleans), nothing is cleaned and the run says where.
+    their .index; a segment whose offsets overflow it (KAFKA-6264), met by a recovery, split into
+    pieces as the loader splits it. Where the loader or the cleaner would throw (the cleaner checks
+    no CRC, but reads every batch of the segments it cleans), nothing is cleaned and the run says
+    where.
 
     With --simulate, writes the cleaned partition to --output-dir (batches rebuilt by this
     project's writer, offset and time indexes rebuilt by recovery's rules, each .txnindex as Kafka's

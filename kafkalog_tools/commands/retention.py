@@ -80,8 +80,11 @@ def command(paths, now, retention_ms, retention_bytes, shutdown, log_start_offse
     segment without .index is recovered first. Without the marker (a broker that died, or a partition
     copied out of its log dir; --shutdown unclean) every segment from the recovery point
     (recovery-point-offset-checkpoint) on is recovered first: a damaged tail is cut, and the
-    segments after the first one cut are deleted before any retention pass. Where Kafka's loader or
-    retention pass would throw, that is said and nothing is deleted.
+    segments after the first one cut are deleted before any retention pass. A segment whose offsets
+    overflow it (KAFKA-6264: more than Int.MaxValue past its base), met by such a recovery, is split
+    into pieces as Kafka's loader splits it, and the pieces are judged (copies of them are written to
+    a temporary directory while the command runs). Where Kafka's loader or retention pass would throw,
+    that is said and nothing is deleted.
 
     Exit codes: 0 analysed; 1 a checkpoint or segment could not be read, or Kafka would throw; 2 usage error, I/O
     error or out of memory.

@@ -1,0 +1,111 @@
+"""The loader's split of a segment whose offsets overflow it (KAFKA-6264, `kafkalog_tools.split`).
+
+The expected values are Kafka 4.0's answers on these bytes (kafka-oracle `retain`, and `recover --mode
+loader` for the pieces' files), checked live; `test_against_kafka.py` compares random ones live."""
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+from click.testing import CliRunner
+
+from kafkalog_tools.cli import cli
+from kafkalog_tools.formats.record_batch import build_batch, build_record
+from kafkalog_tools.formats.segment import SegmentFile
+from kafkalog_tools.split import CHUNK_CAPACITY, has_overflow, split_segment, write_pieces
+
+T0 = 1_700_000_000_000
+
+
+def _batch(offset: int, value: bytes = b"v", timestamp: int = T0) -> bytes:
+    return build_batch(offset, [build_record(0, 0, b"k", value)], base_timestamp=timestamp, max_timestamp=timestamp)
+
+
+def _segment(partition, base: int, data: bytes, indexed: bool = False):
+    partition.mkdir(parents=True, exist_ok=True)
+    log = partition / f"{base:020d}.log"
+    log.write_bytes(data)
+    if indexed:
+        for suffix in (".index", ".timeindex"):
+            log.with_suffix(suffix).write_bytes(b"")
+    for path in partition.iterdir():
+        os.utime(path, ns=(T0 * 1_000_000, T0 * 1_000_000))
+    return log
+
+
+def _retention(partition, *options):
+    """`kafkalog retention` after a clean shutdown (Kafka's retain without --unclean)."""
+    (partition.parent / ".kafka_cleanshutdown").write_bytes(b"")
+    result = CliRunner().invoke(cli, ["retention", "--format", "json", "--now", str(T0 + 10**6), "--retention-ms", "-1",
+                                      *options, str(partition)])
+    objects = [json.loads(line) for line in result.stdout.splitlines()]
+    return result.exit_code, objects[-1], [o for o in objects if o["type"] == "segment"]
+
+
+def test_offsets_that_jump_past_int_max_split_the_segment_and_retention_judges_the_pieces(tmp_path):
+    """Segment 0 (no .index: the loader recovers it) holds offsets 0-4, then 3,000,000,000-002, then
+    7,000,000,000 with a smaller timestamp. Kafka's retain (retention.bytes 150): the pieces 0 (350
+    bytes), 3000000000 (210) and 7000000000 (70) in its place, segment 0 deleted by size, the log start
+    offset 3000000000, the log end 7000000002. We said the loader cannot open the log."""
+    partition = tmp_path / "logs" / "t-0"
+    _segment(partition, 0, b"".join(_batch(n, timestamp=T0 + n) for n in range(5))
+             + b"".join(_batch(3_000_000_000 + n, timestamp=T0 + 10 + n) for n in range(3))
+             + _batch(7_000_000_000, timestamp=T0 + 5))
+    _segment(partition, 7_000_000_001, _batch(7_000_000_001, timestamp=T0 + 20))
+    code, summary, segments = _retention(partition, "--retention-bytes", "150")
+    assert (code, summary["log_end_offset"], summary["new_log_start_offset"]) == (0, 7_000_000_002, 3_000_000_000)
+    assert [(s["base_offset"], s["size"], s["largest_timestamp"], s["deleted_by"]) for s in segments] == [
+        (0, 350, T0 + 4, "size"), (3_000_000_000, 210, T0 + 12, None), (7_000_000_000, 70, T0 + 5, None),
+        (7_000_000_001, 70, T0 + 20, None)]
+    assert segments[1]["file"] == str(partition / "00000000003000000000.log")  # named as Kafka names the piece
+    assert any("splits the segment (KAFKA-6264) into segments at base offsets 0, 3000000000, 7000000000" in note
+               for note in summary["notes"])
+    assert not (partition / "00000000003000000000.log").exists()  # nothing written
+
+
+@pytest.mark.parametrize("data, kafka_says", [
+    # the overflow mid-segment, the last batch back in range: require(hasOverflow) fails
+    (_batch(0) + _batch(3_000_000_000) + _batch(1), "split refuses the segment (IllegalArgumentException)"),
+    # bytes after the last batch: no batch to start the next piece at (NoSuchElementException)
+    (_batch(0) + _batch(3_000_000_000) + bytes(3), "no batch can be read at 140 (NoSuchElementException)"),
+    # a piece at 0 again: creating it deletes the first piece's files, whose swap then fails
+    (_batch(0) + _batch(3_000_000_000) + _batch(0) + _batch(3_000_000_001), "two pieces would start at the same offset"),
+])
+def test_where_kafkas_split_throws_the_loader_cannot_open_the_log(tmp_path, data, kafka_says):
+    """Kafka's retain: IllegalArgumentException ('Split operation is only permitted for segments with
+    overflow'), NoSuchElementException, NoSuchFileException (...0.log.cleaned), stage open."""
+    partition = tmp_path / "logs" / "t-0"
+    _segment(partition, 0, data)
+    code, summary, _ = _retention(partition)
+    assert code == 1 and summary["log_end_offset"] is None
+    assert "Kafka's loader cannot open the log" in summary["problems"][0] and kafka_says in summary["problems"][0]
+
+
+def test_the_pieces_are_appended_in_chunks_of_one_mebibyte_as_kafkas(tmp_path):
+    """LogSegment.appendFromFile: 50 batches of 70 KB then, past the overflow, one of 1.5 MB (a chunk of
+    its own, which grows the buffer) and 30 of 90 KB. Kafka's loader (`recover --mode loader`, the pieces
+    followed by an indexed segment so that none is recovered again) writes these index entries, and the
+    same bytes as `write_pieces` (checked live)."""
+    partition = tmp_path / "logs" / "t-0"
+    log = _segment(partition, 0, b"".join(_batch(n, b"x" * 70_000, T0 + n * 37 % 100) for n in range(50))
+                   + _batch(5_000_000_000, b"y" * 1_500_000, T0 + 7)
+                   + b"".join(_batch(5_000_000_001 + n, b"z" * 90_000, T0 + n * 53 % 200) for n in range(30)))
+    with SegmentFile(log) as segment:
+        pieces = split_segment(segment, 4096)
+        files = write_pieces(pieces, segment, tmp_path)
+    assert [(p.base_offset, p.start, p.end, list(p.offset_entries), list(p.time_entries)) for p in pieces] == [
+        (0, 0, 3_503_650, [(27, 981_022), (41, 1_962_044), (49, 2_943_066)], [(T0 + 99, 27)]),
+        (5_000_000_000, 3_503_650, 7_705_915, [(5_000_000_016, 1_500_075), (5_000_000_030, 2_941_243)],
+         [(T0 + 195, 5_000_000_016)])]
+    assert [os.path.basename(f.log) for f in files] == ["00000000000000000000.log", "00000000005000000000.log"]
+    assert [f.index.stat().st_size for f in files] == [24, 16] and [f.timeindex.stat().st_size for f in files] == [12, 12]
+    assert all(f.log.stat().st_mtime_ns == T0 * 1_000_000 for f in files)
+    assert 14 * 70_073 < CHUNK_CAPACITY <= 15 * 70_073  # a chunk stays below the buffer: 14 batches, not 15
+
+
+def test_has_overflow_is_about_the_last_offset():
+    """LogSegment.hasOverflow: the last batch's last offset (next offset - 1) is past base + Int.MaxValue;
+    a next offset at or below the base (an empty segment) is none."""
+    assert has_overflow(0, 2**31 + 1) and not has_overflow(0, 2**31)
+    assert not has_overflow(10, 10) and not has_overflow(10, 5)
