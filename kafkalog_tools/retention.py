@@ -30,16 +30,14 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Mapping
 
 from .errors import KafkaLogError
 from .formats import checkpoint, txn_index
 from .formats.logdir import CLEAN_SHUTDOWN, PartitionDir, Segment
 from .formats.offset_index import OffsetIndex
-from .formats.segment import BadEntry, SegmentFile, offset_from_name
-from .formats.time_index import TimeIndex, TimestampOffset
+from .formats.segment import SegmentFile, offset_from_name
+from .formats.time_index import TimeIndex
 from .formats.txn_index import TransactionIndex
-from .native import bulk_scan
 from .producer_rebuild import LoadedSegment, Snapshots, entry_lookup, index_lookup, rebuild_producer_state
 from .recovery import (DEFAULT_INDEX_INTERVAL_BYTES, InvalidOffsetError, ProducerState, SegmentOffsetOverflowError,
                        SegmentRecovery, read_next_offset, recover_segment)
@@ -292,77 +290,22 @@ def log_end_offset(segments: list[Segment]) -> int:
     return segment_next_offset(last.log, last.base_offset, last.index)
 
 
-ScannedTails = Mapping[str, tuple[int, int]]
-"""What a scan that read a segment saw of the batches `largest_timestamp` reads, by .log path:
-(the position they start at, the largest max timestamp of the batches from there up to the first
-unreadable one, -1 for none). The incident report's scan collects it, so that retention need not
-read those batches again."""
-
-
-def time_index_tail(segment: Segment, file_size: int) -> tuple[TimestampOffset | None, int]:
-    """The time index's last valid entry (None without a readable one) and the position from which
-    `largest_timestamp` reads the batches after it: where the offset index puts that entry's offset
-    (0 without an entry or an offset index, or where a damaged index points outside the file)."""
-    last_entry, start = None, 0
-    if segment.timeindex is not None:
-        try:
-            index = TimeIndex(segment.timeindex, segment.base_offset)
-            count = index.valid_count()
-            last_entry = index.entry(count - 1) if count else None
-            if last_entry is not None and segment.index is not None:
-                start = OffsetIndex(segment.index, segment.base_offset).lookup(last_entry.offset).position
-        except KafkaLogError:
-            last_entry, start = None, 0
-    if not 0 <= start < file_size:
-        start = 0  # a damaged index may point anywhere
-    return last_entry, start
-
-
-def largest_timestamp(segment: Segment, scanned: ScannedTails | None = None) -> tuple[int, str]:
-    """LogSegment.largestTimestamp: the time index's last entry (maxTimestampSoFar), else the .log
-    mtime. A time index without its final entry (copied while the broker ran) gets the maximum of
-    the batches after it, as recovery would rebuild it; without a time index, the batches' maximum.
-    Those batches are read, unless `scanned` says what a scan saw of them from the same position."""
-    with SegmentFile(segment.log) as log:
-        last_entry, start = time_index_tail(segment, log.file_size)
-        seen = scanned.get(str(segment.log)) if scanned else None
-        batches = seen[1] if seen is not None and seen[0] == start else _largest_batch_timestamp(log, start)
-        indexed = last_entry.timestamp if last_entry is not None else -1
-        if last_entry is not None and indexed >= batches and indexed >= 0:
-            return indexed, "time index"
-        if max(indexed, batches) >= 0:
-            return max(indexed, batches), "batches (time index incomplete)" if last_entry else "batches (no time index)"
-        return log.mtime_ms, "file mtime (no timestamps)"
-
-
-def _loaded_largest_timestamp(segment: Segment, scanned: ScannedTails | None = None) -> tuple[int, str]:
-    """`largest_timestamp` of a segment Kafka's loader opened without recovering it (it has its
-    .index): a missing .timeindex is then created empty (LogSegment.sanityCheck resizes it to 0),
-    so Kafka's largestTimestamp falls back to the .log mtime (found by the differential run)."""
+def largest_timestamp(segment: Segment) -> tuple[int, str]:
+    """LogSegment.largestTimestamp of a segment Kafka's loader opened without recovering it:
+    maxTimestampSoFar, the time index's last entry (TimeIndex.lastEntry: its last whole slot as the
+    file holds it, a zero-filled one too) where that is >= 0, else the .log mtime. Kafka reads no
+    batch for it, not even those after that entry (found by the differential run: we read them). A
+    missing .timeindex is created empty (LogSegment.sanityCheck resizes it to 0): the mtime too."""
     if segment.timeindex is None:
-        with SegmentFile(segment.log) as log:
-            return log.mtime_ms, "file mtime (no .timeindex: Kafka's loader starts an empty one)"
-    return largest_timestamp(segment, scanned)
-
-
-def _largest_batch_timestamp(log: SegmentFile, start: int) -> int:
-    """The largest max timestamp of the batches from `start` up to the first unreadable one (-1 for
-    none): in bulk by the compiled scan where it pays (it stops where it cannot vouch for a batch),
-    batch by batch from there."""
-    largest, position = -1, start
-    if bulk_scan.wanted(log.buffer, log.end - start, records=False):
-        reader = bulk_scan.Reader(log)
-        for columns, n, position, stopped in reader.runs(start, deep=False):
-            if n:
-                largest = max(largest, int(columns[bulk_scan.MAX_TIMESTAMP, :n].max()))
-            reader.release_before(position)
-            if stopped:
-                break
-    for entry in log.entries(position):
-        if isinstance(entry, BadEntry) or not entry.crc_valid:
-            break
-        largest = max(largest, entry.max_timestamp)
-    return largest
+        return _mtime_ms(segment.log), "file mtime (no .timeindex: Kafka's loader starts an empty one)"
+    try:
+        index = TimeIndex(segment.timeindex, segment.base_offset)
+        last = index.entry(index.entry_count - 1) if index.entry_count else None
+    except KafkaLogError:
+        last = None
+    if last is not None and last.timestamp >= 0:
+        return last.timestamp, "time index"
+    return _mtime_ms(segment.log), "file mtime (no timestamps)"
 
 
 def checkpointed(partition: PartitionDir, name: str, problems: list[str]) -> int | None:
@@ -480,10 +423,7 @@ class RetentionReport:
 # ---------------------------------------------------------------------------------------------
 
 
-def analyze_partition(partition: PartitionDir, settings: RetentionSettings | None = None,
-                      scanned: ScannedTails | None = None) -> RetentionReport:
-    """`scanned`: what a scan of the partition already saw of the batches after each time index's
-    last entry (`largest_timestamp`); the rest is read."""
+def analyze_partition(partition: PartitionDir, settings: RetentionSettings | None = None) -> RetentionReport:
     settings = settings or RetentionSettings()
     now = settings.now if settings.now is not None else int(time.time() * 1000)
     report = RetentionReport(str(partition.path), partition.name, now, settings)
@@ -522,7 +462,7 @@ def analyze_partition(partition: PartitionDir, settings: RetentionSettings | Non
                 report.notes.append(f"{loaded.kafka_path(segment)}: {why}Kafka's loader recovers the segment"
                                     + (f", cutting it to {size} bytes" if recovered.truncated_bytes else ""))
         else:
-            size, (largest, source) = _size(segment.log), _loaded_largest_timestamp(segment, scanned)
+            size, (largest, source) = _size(segment.log), largest_timestamp(segment)
         snapshot = snapshots.get(segment.base_offset)
         report.segments.append(SegmentVerdict(segment.base_offset, loaded.kafka_path(segment), size,
                                               largest, source, upper, snapshot=str(snapshot) if snapshot else None))

@@ -392,3 +392,42 @@ def test_an_out_of_memory_answer_is_asked_again_of_a_fresh_jvm(tmp_path, monkeyp
         assert kafka.restarts == 1 and "java.lang.OutOfMemoryError" in str(objects)
         _, objects = kafka("parse", partition / "00000000000000000001.log")  # (the fresh JVM serves on)
         assert kafka.restarts == 1 and objects[0]["batches"]
+
+
+@pytest.mark.parametrize("case", range(3))
+def test_segments_whose_offsets_overflow_are_split_retained_and_cleaned_as_kafkas(kafka, tmp_path, case):
+    """KAFKA-6264: generated partitions whose first segment's offsets jump past Int.MaxValue, from batches
+    of 10 bytes to 2 MiB (the split's 1 MiB chunks, and the buffer a larger batch grows).
+    - Kafka's loader (`recover --mode loader` without the segment's .index, from a recovery point past the
+      log end) leaves the pieces as `split` writes them, byte for byte.
+    - Kafka's retention and cleaner (`retain`, `clean`) judge the log with the pieces as ours do, after a
+      clean shutdown and after an unclean one."""
+    from kafkalog_tools.formats.segment import SegmentFile
+    from kafkalog_tools.split import split_segment, write_pieces
+
+    seed = _seed()
+    print(f"seed {seed} ({SEED_VARIABLE}={seed} reproduces this run)")
+    rng = random.Random(f"{seed}:overflow:{case}")
+    partition = tmp_path / "loader" / "logs" / "t-0"
+    generated = against_kafka.overflowing_partition(rng, partition, largest=2_000_000, indexed=False)
+    code, objects = kafka("recover", str(partition), str(tmp_path / "kafka"), "--mode", "loader", "--recovery-point",
+                          str(1 << 62), "--now", str(generated["last_timestamp"]))
+    assert code == 0 and objects[-1]["outcome"] == "ok", objects[-1]
+    (tmp_path / "ours").mkdir()
+    with SegmentFile(partition / "00000000000000000000.log") as log:
+        pieces = write_pieces(split_segment(log, 4096), log, tmp_path / "ours")
+    assert len(pieces) >= 2
+    for piece in pieces:
+        for ours in (piece.log, piece.index, piece.timeindex):
+            assert (tmp_path / "kafka" / ours.name).read_bytes() == ours.read_bytes(), ours.name
+    report = against_kafka.Report(seed)
+    for clean in (True, False):
+        root = tmp_path / f"{'clean' if clean else 'unclean'}"
+        generated = against_kafka.overflowing_partition(rng, root / "logs" / "t-0", indexed=rng.random() < 0.5)
+        if clean:
+            (root / "logs" / ".kafka_cleanshutdown").write_bytes(b"")
+        options = against_kafka.retention_options(rng, generated)
+        assert against_kafka.compare_retention(root / "logs" / "t-0", options, kafka, report) == [], (clean, options)
+        options = against_kafka.compaction_options(rng, generated)
+        assert against_kafka.compare_compaction(root / "logs" / "t-0", options, kafka, report, root / "out") == [], \
+            (clean, options)

@@ -188,31 +188,3 @@ def test_missing_path_is_a_usage_error(tmp_path):
     assert "nope" in result.stderr
 
 
-@pytest.mark.parametrize("damage", ["none", "crc", "legacy", "truncated"])
-def test_the_largest_batch_timestamp_in_bulk_equals_batch_by_batch(tmp_path, monkeypatch, damage):
-    """A time index without its final entry gets the batches' maximum after it: the compiled scan
-    reads what it can vouch for, the per-batch path the rest, and they must agree with it alone.
-    The largest timestamp lies after what each kind of damage stops or hands over."""
-    from kafkalog_tools.formats import legacy
-    from kafkalog_tools.formats.record_batch import build_batch, build_record
-    from kafkalog_tools.formats.segment import SegmentFile
-
-    t0 = 1_700_000_000_000
-    batches = [build_batch(n, [build_record(0, 0, b"k", b"v" * 200)], base_timestamp=t0 + n, max_timestamp=t0 + n)
-               for n in range(400)]
-    if damage == "crc":
-        batches[300] = batches[300][:-1] + bytes([batches[300][-1] ^ 1])
-    elif damage == "legacy":
-        batches[300] = legacy.build_entry(300, 1, b"k", b"v", timestamp=t0 + 10_000)
-    data = b"".join(batches)
-    if damage == "truncated":
-        data = data[:-20]
-    path = tmp_path / "00000000000000000000.log"
-    path.write_bytes(data)
-    expected = {"none": t0 + 399, "crc": t0 + 299, "legacy": t0 + 10_000, "truncated": t0 + 398}[damage]
-    answers = {}
-    for mode in ("never", "always"):
-        monkeypatch.setenv("KAFKALOG_BULK", mode)
-        with SegmentFile(path) as log:
-            answers[mode] = [retention._largest_batch_timestamp(log, start) for start in (0, len(batches[0]) * 250)]
-    assert answers["never"] == answers["always"] == [expected, expected]

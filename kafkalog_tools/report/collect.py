@@ -1,8 +1,7 @@
 """What the report shows, gathered from the commands' own library calls: `verify.Verification` (its
 scan also feeds each partition's `Timeline`, so the log is read once), `retention.analyze_partition`,
 `txns.analyze_partition` (only for partitions whose batches are transactional) and `diverge.analyze`
-(for partitions that several of the paths given hold a copy of). Retention's largest timestamps
-take the batches after each time index's last entry from the scan too (`RetentionTails`).
+(for partitions that several of the paths given hold a copy of).
 
 Everything kept is bounded whatever the input's size: a timeline keeps at most `TIMELINE_POINTS`
 batches (every k-th, k doubling as the log grows), and the first `MARKS` gaps, timestamp steps back
@@ -19,8 +18,7 @@ from .. import diverge, retention, txns, verify
 from ..errors import KafkaLogError
 from ..formats.logdir import PartitionDir, Segment
 from ..formats.record_batch import ATTR_CONTROL, ATTR_TRANSACTIONAL
-from ..native.columns import (ATTRIBUTES, BASE_OFFSET, LAST_OFFSET_DELTA, LEADER_EPOCH, MAX_TIMESTAMP, POSITION,
-                              PRODUCER_ID, SIZE)
+from ..native.columns import ATTRIBUTES, BASE_OFFSET, LAST_OFFSET_DELTA, LEADER_EPOCH, MAX_TIMESTAMP, PRODUCER_ID
 
 TIMELINE_POINTS = 1024
 """Batches a timeline keeps: beyond a few per pixel a plot shows nothing more."""
@@ -183,101 +181,16 @@ class Timeline:
         return sorted(self.producers.items(), key=lambda item: (-item[1].batches, item[0]))[:TOP_PRODUCERS]
 
 
-class _Tail:
-    """One segment's batches from `start` on, as long as each begins where the one before ends."""
-
-    __slots__ = ("start", "next", "largest", "ended")
-
-    def __init__(self, start: int):
-        self.start = start
-        self.next: int | None = None
-        """Where the next batch must begin to continue the run (None until the batch at `start`)."""
-        self.largest = -1
-        self.ended = False
-
-    def take(self, positions, sizes, timestamps) -> None:
-        """A `FactsRun`'s batches (numpy columns): consecutive, each beginning where the one before ends."""
-        first = 0
-        if self.next is None:
-            if positions[-1] < self.start:
-                return
-            first = int(np.searchsorted(positions, self.start))
-            if positions[first] != self.start:  # no batch the scan read begins there
-                self.ended = True
-                return
-        elif positions[0] != self.next:  # the scan stepped over damage: the read would stop there
-            self.ended = True
-            return
-        self.largest = max(self.largest, int(timestamps[first:].max()))
-        self.next = int(positions[-1] + sizes[-1])
-
-    def take_one(self, position: int, size: int, timestamp: int) -> None:
-        if self.next is None:
-            if position < self.start:
-                return
-            if position != self.start:
-                self.ended = True
-                return
-        elif position != self.next:
-            self.ended = True
-            return
-        self.largest = max(self.largest, timestamp)
-        self.next = position + size
-
-
-class RetentionTails:
-    """For `retention.largest_timestamp`: the largest max timestamp of each segment's batches from
-    where it reads them (after the time index's last entry) up to the first the scan could not read,
-    taken from the batches the scan hands over. The scan reads every batch `SegmentFile.entries`
-    yields from where it starts, so a run of batches each beginning where the one before ends is
-    what that read would take; a gap is damage the scan stepped over, where that read stops. Where
-    no batch the scan read begins at the start (it lies in damage or inside a batch), nothing is
-    known and retention reads the batches itself."""
-
-    def __init__(self, partition: PartitionDir):
-        self.tails: dict[str, _Tail] = {}
-        for segment in partition.segments:
-            if segment.log is None or segment.index is None or segment.timeindex is None:
-                continue  # retention does not read these segments' batches for a timestamp
-            try:
-                start = retention.time_index_tail(segment, segment.log.stat().st_size)[1]
-            except (OSError, KafkaLogError):
-                continue  # retention says why when it reads them
-            self.tails[str(segment.log)] = _Tail(start)
-
-    def add(self, facts: verify.BatchFacts | verify.FactsRun) -> None:
-        tail = self.tails.get(facts.path)
-        if tail is None or tail.ended:
-            return
-        if type(facts) is verify.FactsRun:
-            columns = facts.columns
-            tail.take(columns[POSITION], columns[SIZE], columns[MAX_TIMESTAMP])
-        else:
-            tail.take_one(facts.position, facts.size, facts.max_timestamp)
-
-    def seen(self) -> retention.ScannedTails:
-        """By .log path: (start, the largest timestamp) of the segments whose batch at the start the scan read."""
-        return {path: (tail.start, tail.largest) for path, tail in self.tails.items() if tail.next is not None}
-
-
 class _TappedVerification(verify.Verification):
-    """verify's own run, with each partition's intact batches also handed to a Timeline and to
-    retention's tails (`watch`)."""
+    """verify's own run, with each partition's intact batches also handed to a Timeline (`watch`)."""
 
     def __init__(self, paths, **kwargs):
         self.timelines: dict[tuple[int, str], Timeline] = {}
         """By (path given, partition dir): a partition named twice is scanned, and drawn, twice."""
-        self.retention_tails: dict[tuple[int, str], RetentionTails] = {}
         super().__init__(paths, watch=self._watch, **kwargs)
 
     def _watch(self, number: int, partition: PartitionDir) -> verify.BatchConsumer:
-        timeline = self.timelines.setdefault((number, str(partition.path)), Timeline()).add
-        tails = self.retention_tails.setdefault((number, str(partition.path)), RetentionTails(partition)).add
-
-        def both(facts) -> None:
-            timeline(facts)
-            tails(facts)
-        return both
+        return self.timelines.setdefault((number, str(partition.path)), Timeline()).add
 
 
 # ---------------------------------------------------------------------------------------------
@@ -317,8 +230,6 @@ class PartitionView:
     transactions: txns.PartitionTransactions | None = None
     problems: list[str] = field(default_factory=list)
     """What could not be analysed (retention or txns raised), said instead of the section."""
-    scanned_tails: retention.ScannedTails = field(default_factory=dict)
-    """What the scan saw of the batches retention's largest timestamps read (`RetentionTails`)."""
     by_stem: dict[str, SegmentView] | None = None
 
     @property
@@ -377,8 +288,6 @@ def collect(run: verify.Verification, paths: list[str], settings: retention.Rete
         for partition, named in target.partitions:
             key = (number, str(partition.path))
             view = _partition_view(partition, named, path, len(views), run.timelines.get(key, Timeline()))
-            tails = run.retention_tails.get(key)
-            view.scanned_tails = tails.seen() if tails is not None else {}
             views.append(view)
             by_path[str(partition.path)] = view
     report = Report(list(paths), run.summary, findings, views, [], settings,
@@ -430,7 +339,7 @@ def _analyse(view: PartitionView, settings: retention.RetentionSettings) -> None
     if not view.segments:
         return
     try:
-        view.retention = retention.analyze_partition(view.partition, settings, view.scanned_tails)
+        view.retention = retention.analyze_partition(view.partition, settings)
     except KafkaLogError as exc:
         view.problems.append(f"retention: {exc}")
     else:
