@@ -697,7 +697,8 @@ DAMAGES = ("none", "none", "none", "cut tail", "garbage tail", "zero tail", "bit
            "garbage before the last index entry", "index past the log", "index behind the log", "garbage in the index",
            "index zero-filled tail", "no active .index", "no .index", "no .timeindex",
            "bit flip in a closed segment", "garbage in a closed segment", "a batch size in a closed segment",
-           "garbage in a .txnindex", "offsets that overflow their segment")
+           "garbage in a .txnindex", "offsets that overflow their segment", "a time index cut short",
+           "a time index's zero-filled tail")
 
 
 def _damage_txn_index(rng: random.Random, kind: str, directory: Path) -> tuple[str, str]:
@@ -721,12 +722,10 @@ def _overflow_offsets(rng: random.Random, kind: str, logs: list[Path]) -> tuple[
     """A segment as KAFKA-6264 left old ones: from a batch on, its offsets jump by more than Int.MaxValue
     past its base offset, for the rest of the segment or for that batch only (a V2 batch's CRC does
     not cover its base offset). Kafka's loader splits such a segment where a recovery meets it."""
-    victims = [path for path in logs if path.stat().st_size]
-    if not victims:
+    picked = _pick_non_empty(rng, logs)
+    if picked is None:
         return "none", "none"
-    victim = rng.choice(victims)
-    stamp = victim.stat().st_mtime_ns
-    data = bytearray(victim.read_bytes())
+    victim, stamp, data = picked
     starts = _entry_starts(data)
     first = rng.randrange(len(starts))
     jump = rng.choice((1 << 31, (1 << 32) + rng.randrange(100), 1 << 45))
@@ -736,6 +735,15 @@ def _overflow_offsets(rng: random.Random, kind: str, logs: list[Path]) -> tuple[
     victim.write_bytes(bytes(data))
     os.utime(victim, ns=(stamp, stamp))
     return kind, f"{kind}: {len(jumped)} batches from byte {starts[first]} of {victim.name} moved up by {jump}"
+
+
+def _pick_non_empty(rng: random.Random, paths: list[Path]) -> tuple[Path, int, bytearray] | None:
+    """One of the non-empty `paths`, its mtime (ns) and its bytes; None without one."""
+    victims = [path for path in paths if path.stat().st_size]
+    if not victims:
+        return None
+    victim = rng.choice(victims)
+    return victim, victim.stat().st_mtime_ns, bytearray(victim.read_bytes())
 
 
 def _entry_starts(data: bytearray) -> list[int]:
@@ -750,12 +758,10 @@ def _entry_starts(data: bytearray) -> list[int]:
 def _damage_closed_segment(rng: random.Random, kind: str, closed: list[Path]) -> tuple[str, str]:
     """One of `damage_partition`'s kinds in a segment before the active one (which Kafka's cleaner
     reads and its loader, after a clean shutdown, does not)."""
-    victims = [path for path in closed if path.stat().st_size]
-    if not victims:
+    picked = _pick_non_empty(rng, closed)
+    if picked is None:
         return "none", "none"
-    victim = rng.choice(victims)
-    stamp = victim.stat().st_mtime_ns
-    data = bytearray(victim.read_bytes())
+    victim, stamp, data = picked
     if kind.startswith("bit flip"):
         bit = rng.randrange(len(data) * 8)
         data[bit // 8] ^= 1 << (bit % 8)
@@ -782,8 +788,9 @@ def damage_partition(rng: random.Random, directory: Path) -> tuple[str, str]:
     active segment's tail cut, garbage or zeros after it, a flipped bit, garbage before its offset
     index's last entry, an index that points past the log or stops short of it, garbage in the
     index, a preallocated index's zero tail, a missing .index (the active one or another) or
-    .timeindex; or a flipped bit, garbage or a batch's size changed in an earlier segment; or garbage
-    in a .txnindex.
+    .timeindex, a time index cut short or given a zero-filled tail; or a flipped bit, garbage or a
+    batch's size changed in an earlier segment; or garbage in a .txnindex; or offsets that overflow
+    their segment.
     Modification times are kept.
     Returns the kind of damage ("none" when the drawn kind did not apply) and what was done."""
     logs = sorted(directory.glob("*.log"))
@@ -840,6 +847,20 @@ def damage_partition(rng: random.Random, directory: Path) -> tuple[str, str]:
         victim = rng.choice(logs).with_suffix(kind[3:])
         victim.unlink(missing_ok=True)
         what = f"{kind}: {victim.name}"
+    elif kind in ("a time index cut short", "a time index's zero-filled tail"):
+        # a largest timestamp from a last slot that is not the segment's largest (LogSegment.largestTimestamp)
+        victim = rng.choice(logs).with_suffix(".timeindex")
+        slots = victim.read_bytes() if victim.exists() else b""
+        if kind.endswith("short") and len(slots) >= 12:
+            changed = slots[:12 * rng.randrange(len(slots) // 12)]
+        elif kind.endswith("tail"):
+            changed = slots + bytes(12 * rng.randrange(1, 4)) + rng.choice((b"", b"\x01\x02"))
+        else:
+            return "none", "none"
+        victim_stamp = victim.stat().st_mtime_ns if victim.exists() else stamp
+        victim.write_bytes(changed)
+        os.utime(victim, ns=(victim_stamp, victim_stamp))
+        what = f"{kind}: {victim.name}, {len(slots)} bytes to {len(changed)}"
     else:
         return "none", "none"
     active.write_bytes(bytes(data))
