@@ -59,8 +59,9 @@ from .formats.time_index import TimeIndex
 from .formats.txn_index import AbortedTxn, TransactionIndex
 from .recovery import (ProducerState, Rebuild, RebuildOptions, SegmentRecovery, copy_prefix,
                        refuse_output_in_input_tree)
-from .retention import (AUTO, LoadedLog, checkpointed, initial_high_watermark, initial_log_start_offset,
-                        largest_timestamp, load_log, loader_recovery_point, recovered_largest_timestamp)
+from .retention import (AUTO, LoadedLog, adopt_split_log_start, checkpointed, initial_high_watermark,
+                        initial_log_start_offset, largest_timestamp, load_log, loader_recovery_point,
+                        recovered_largest_timestamp)
 
 DEFAULT_DELETE_RETENTION_MS = 24 * 60 * 60 * 1000  # delete.retention.ms
 DEFAULT_MIN_CLEANABLE_RATIO = 0.5  # min.cleanable.dirty.ratio
@@ -271,6 +272,7 @@ def _load(partition: PartitionDir, segments: list[Segment], report: CompactionRe
                                            "anything cleans them")
     loaded = load_log(partition, segments, checkpoint_start, report.log_start_offset, recovery_point,
                       (report.now, report.settings.producer_id_expiration_ms))
+    report.log_start_offset = adopt_split_log_start(loaded, report.log_start_offset, source)[0]
     if recovery_point is None and not partition.snapshots and not loaded.recovered:
         report.notes.append("no producer snapshot after a clean shutdown: Kafka's loader starts the producer state "
                             "empty at the log end, so the cleaner keeps no producer's last batch")

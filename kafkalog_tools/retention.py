@@ -97,6 +97,8 @@ class LoadedLog:
     the pieces (written to `scratch`) in its place."""
     splits: list[str] = field(default_factory=list)
     """Each split, in words."""
+    log_start: int | None = None
+    """The log start offset the loader settles on (None: it failed first)."""
     scratch: tempfile.TemporaryDirectory | None = None
     """Where the pieces of split segments are written; it goes with this object."""
 
@@ -136,9 +138,11 @@ def load_log(partition: PartitionDir, segments: list[Segment], checkpoint_start:
     """LogLoader.load: loadSegmentFiles (`checkpoint_start`: the log-start-offset checkpoint's entry,
     0 without one), after an unclean shutdown recoverLog from `recovery_point` (None: a clean
     shutdown), the log end offset (readNextOffset), then the producer state rebuilt up to it from
-    the latest snapshot (`log_start`: the log start offset the loader settles on), unless the log
-    start lies past the log end and every segment goes. `expiry`: (now, producer.id.expiration.ms),
-    the producers a snapshot load drops (None: none, where only whether the loader throws matters)."""
+    the latest snapshot (`log_start`: the log start offset the loader settles on, which a split
+    moves to max(`checkpoint_start`, the first segment's base offset): `LoadedLog.log_start`), unless
+    the log start lies past the log end and every segment goes. `expiry`: (now,
+    producer.id.expiration.ms), the producers a snapshot load drops (None: none, where only whether
+    the loader throws matters)."""
     loaded = LoadedLog(files=list(segments), directory=partition.path)
     try:
         snapshots = Snapshots(partition.snapshots, expiry)
@@ -149,6 +153,9 @@ def load_log(partition: PartitionDir, segments: list[Segment], checkpoint_start:
                                          lambda: _recover_log(list(held), snapshots, checkpoint_start, recovery_point,
                                                               loaded))
         loaded.segments = held
+        if loaded.splits:
+            log_start = max(checkpoint_start, held[0].base_offset)
+        loaded.log_start = log_start
         last = held[-1]
         recovered = loaded.recovered.get(last.base_offset)
         if recovered is not None:
@@ -214,6 +221,16 @@ def _split(loaded: LoadedLog, snapshots: Snapshots, overflow: SegmentOffsetOverf
                          f"segments at base offsets {', '.join(str(p.base_offset) for p in files)}, then loads the log "
                          f"again")
     return files
+
+
+def adopt_split_log_start(loaded: LoadedLog, log_start: int, source: str) -> tuple[int, str]:
+    """The log start offset and its source once the loader split a segment: the first segment may
+    start elsewhere now (LogLoader.load takes max(checkpoint, first segment's base offset) after it)."""
+    if not loaded.splits or loaded.log_start is None or loaded.log_start == log_start:
+        return log_start, source
+    if loaded.log_start == loaded.segments[0].base_offset:
+        return loaded.log_start, "first segment's base offset, as the loader's split leaves it"
+    return loaded.log_start, source
 
 
 def _load_segment_files(segments: list[Segment], snapshots: Snapshots, checkpoint_start: int,
@@ -447,6 +464,8 @@ def analyze_partition(partition: PartitionDir, settings: RetentionSettings | Non
     recovery_point = loader_recovery_point(partition, settings.shutdown, report.problems, report.notes,
                                            "the retention passes run")
     loaded = load_log(partition, segments, checkpoint_start, report.log_start_offset, recovery_point)
+    report.log_start_offset, report.log_start_source = adopt_split_log_start(loaded, report.log_start_offset,
+                                                                             report.log_start_source)
     report.log_end_offset = loaded.log_end_offset
     snapshots = {offset_from_name(p): p for p in partition.snapshots}
     report.notes.extend(loaded.splits)

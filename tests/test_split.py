@@ -109,3 +109,26 @@ def test_has_overflow_is_about_the_last_offset():
     a next offset at or below the base (an empty segment) is none."""
     assert has_overflow(0, 2**31 + 1) and not has_overflow(0, 2**31)
     assert not has_overflow(10, 10) and not has_overflow(10, 5)
+
+
+def test_a_split_can_move_the_first_segment_and_the_log_start_offset(tmp_path):
+    """Segment 0's offsets all moved up by 2^31 (2147483648-650), segment 3 after it, no clean shutdown
+    marker: the loader recovers segment 0, splits it into one piece at 2147483648, which sorts after
+    segment 3, and sets the log start offset to the first segment's base, 3. Kafka's retain --unclean
+    (retention.bytes 100): log start 3 before, segment 3 deleted by size, 2147483648 after, log end
+    2147483651 (found by CI's differential run, seed 491868146: our cleaner started its dirty range
+    at 0)."""
+    partition = tmp_path / "logs" / "t-0"
+    _segment(partition, 0, b"".join(_batch(2**31 + n, timestamp=T0 + n) for n in range(3)), indexed=True)
+    _segment(partition, 3, b"".join(_batch(3 + n, timestamp=T0 + 10 + n) for n in range(3)), indexed=True)
+    result = CliRunner().invoke(cli, ["retention", "--format", "json", "--now", str(T0 + 10**6), "--retention-ms", "-1",
+                                      "--retention-bytes", "100", str(partition)])
+    objects = [json.loads(line) for line in result.stdout.splitlines()]
+    summary = objects[-1]
+    assert (result.exit_code, summary["log_start_offset"], summary["new_log_start_offset"], summary["log_end_offset"]) \
+        == (0, 3, 2**31, 2**31 + 3)
+    assert summary["log_start_offset_source"] == "first segment's base offset, as the loader's split leaves it"
+    assert [(o["base_offset"], o["size"], o["largest_timestamp"], o["deleted_by"]) for o in objects[:-1]] == [
+        (3, 210, T0 + 12, "size"), (2**31, 210, T0 + 2, None)]
+    result = CliRunner().invoke(cli, ["compaction", "--format", "json", "--now", str(T0 + 10**6), str(partition)])
+    assert json.loads(result.stdout.splitlines()[-1])["first_dirty_offset"] == 3
