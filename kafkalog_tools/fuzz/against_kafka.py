@@ -647,7 +647,24 @@ def keyed_partition(rng: random.Random, directory: Path, codecs_allowed: tuple[i
         stamp = log.stat().st_mtime_ns
         for index in directory.glob(log.stem + ".*"):
             os.utime(index, ns=(stamp, stamp))
+    if rng.random() < 0.7:
+        _producer_snapshots(directory, bases, offset, at_log_end=rng.random() < 0.5)
     return {"bases": bases, "log_end_offset": offset, "last_timestamp": timestamp}
+
+
+def _producer_snapshots(directory: Path, bases: list[int], log_end: int, at_log_end: bool) -> None:
+    """The producer snapshots a broker leaves: at each rolled segment's base offset the state of the
+    segments before it, and `at_log_end` the state at the log end offset (a clean shutdown's)."""
+    from ..formats import producer_snapshot
+    from ..recovery import ProducerState, replay
+
+    state = ProducerState()
+    for base, end in zip(bases, bases[1:] + [log_end]):
+        with SegmentFile(directory / f"{base:020d}.log") as log:
+            replay(log, state)
+        if end != log_end or at_log_end:
+            (directory / f"{end:020d}.snapshot").write_bytes(
+                producer_snapshot.build(list(state.snapshot_entries().values())))
 
 
 def overflowing_partition(rng: random.Random, directory: Path, largest: int = 200_000,
@@ -698,7 +715,8 @@ DAMAGES = ("none", "none", "none", "cut tail", "garbage tail", "zero tail", "bit
            "index zero-filled tail", "no active .index", "no .index", "no .timeindex",
            "bit flip in a closed segment", "garbage in a closed segment", "a batch size in a closed segment",
            "garbage in a .txnindex", "offsets that overflow their segment", "a time index cut short",
-           "a time index's zero-filled tail")
+           "a time index's zero-filled tail", "a producer snapshot deleted", "garbage in a producer snapshot",
+           "a stray producer snapshot")
 
 
 def _damage_txn_index(rng: random.Random, kind: str, directory: Path) -> tuple[str, str]:
@@ -735,6 +753,29 @@ def _overflow_offsets(rng: random.Random, kind: str, logs: list[Path]) -> tuple[
     victim.write_bytes(bytes(data))
     os.utime(victim, ns=(stamp, stamp))
     return kind, f"{kind}: {len(jumped)} batches from byte {starts[first]} of {victim.name} moved up by {jump}"
+
+
+def _damage_snapshot(rng: random.Random, kind: str, directory: Path) -> tuple[str, str]:
+    """One of the partition's producer snapshots deleted, garbled, or copied to another offset (one
+    inside a segment, or past the log end): the loader then rebuilds the producer state from an
+    older snapshot, or from one that does not match the log."""
+    snapshots = sorted(directory.glob("*.snapshot"))
+    if not snapshots:
+        return "none", "none"
+    victim = rng.choice(snapshots)
+    if kind.endswith("deleted"):
+        victim.unlink()
+        return kind, f"{kind}: {victim.name}"
+    data = bytearray(victim.read_bytes())
+    if kind.startswith("garbage"):
+        at, length = rng.randrange(len(data)), rng.randrange(1, 12)
+        data[at:at + length] = rng.randbytes(length)[:len(data) - at]
+        victim.write_bytes(bytes(data))
+        return kind, f"{kind}: {length} bytes at {at} of {victim.name}"
+    last = max(int(path.stem) for path in directory.glob("*.log"))
+    stray = directory / f"{rng.randrange(1, last + 20):020d}.snapshot"
+    stray.write_bytes(bytes(data))
+    return kind, f"{kind}: {victim.name} copied to {stray.name}"
 
 
 def _pick_non_empty(rng: random.Random, paths: list[Path]) -> tuple[Path, int, bytearray] | None:
@@ -802,6 +843,8 @@ def damage_partition(rng: random.Random, directory: Path) -> tuple[str, str]:
         return _damage_txn_index(rng, kind, directory)
     if kind == "offsets that overflow their segment":
         return _overflow_offsets(rng, kind, logs)
+    if "producer snapshot" in kind:
+        return _damage_snapshot(rng, kind, directory)
     stamp = active.stat().st_mtime_ns
     data = bytearray(active.read_bytes())
     index = active.with_suffix(".index")
