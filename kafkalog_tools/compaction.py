@@ -801,7 +801,9 @@ def _record_fate(batch: Batch, record: Record, offset_map: dict[bytes, int], lat
 
 
 def _group_segments(cleaned: list[_Segment], report: CompactionReport) -> list[list[int]]:
-    """Cleaner.groupSegmentsBySize: consecutive segments merged while the log and index sizes fit."""
+    """Cleaner.groupSegmentsBySize: consecutive segments merged while the log and index sizes fit,
+    and the next one's offsets (up to the base offset after it) fit the group's first base offset's
+    4-byte relative offsets (found by the differential run: we measured from the group's last)."""
     settings = report.settings
     groups: list[list[_Segment]] = []
     rest = list(cleaned)
@@ -816,7 +818,7 @@ def _group_segments(cleaned: list[_Segment], report: CompactionReport) -> list[l
             if not (log_size + nxt.size <= settings.segment_bytes
                     and index_size + nxt_index <= settings.max_index_bytes
                     and time_size + nxt_time <= settings.max_index_bytes
-                    and (nxt.size == 0 or bound - group[-1].segment.base_offset <= INT_MAX)):
+                    and (nxt.size == 0 or bound - group[0].segment.base_offset <= INT_MAX)):
                 break
             group.append(rest.pop(0))
             log_size += nxt.size

@@ -1323,3 +1323,36 @@ def test_a_cleaned_transactional_log_keeps_the_cleaners_txnindex_and_verifies(tm
     assert {p.name: p.read_bytes() for p in ours.glob("*.txnindex")} == kafka_indexes
     for directory in (kafka_out, ours):
         assert [f for f in Verification([str(directory)]) if f.severity == ERROR] == []
+
+
+def test_the_cleaners_groups_keep_their_offsets_within_int_max_of_their_first_segment(tmp_path):
+    """Cleaner.groupSegmentsBySize checks the next segment's offsets (up to the base offset after it,
+    here the active segment's 2147483698) against the group's first base offset, 0: segment 200 starts
+    a group of its own. Kafka's clean: segments 0 (emptied) and 200 (213 bytes) then the active one (we
+    measured from the group's last segment, 100, and merged 200 into 0; differential run, seed 24102,
+    compaction case 450)."""
+    import json
+    import os
+
+    partition = tmp_path / "logs" / "t-0"
+    partition.mkdir(parents=True)
+
+    def segment(base: int, keys: list[bytes]) -> None:
+        (partition / f"{base:020d}.log").write_bytes(b"".join(
+            build_batch(base + n, [build_record(0, 0, key, b"v")], base_timestamp=T0 + base + n,
+                        max_timestamp=T0 + base + n) for n, key in enumerate(keys)))
+    for base in (0, 100, 200):
+        segment(base, [b"k0", b"k1", b"k2"])
+    segment(2**31 + 50, [b"k0"])
+    assert CliRunner().invoke(cli, ["rebuild-index", "--no-backup", str(partition)]).exit_code == 0
+    for path in partition.iterdir():
+        os.utime(path, ns=(T0 * 1_000_000, T0 * 1_000_000))
+    (partition.parent / ".kafka_cleanshutdown").write_bytes(b"")
+    result = CliRunner().invoke(cli, ["compaction", "--simulate", "--output-dir", str(tmp_path / "out"), "--now",
+                                      str(T0 + 10**6), "--min-cleanable-ratio", "0.01", "--format", "json",
+                                      str(partition)])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout.splitlines()[-1])["groups"] == [[0, 100], [200]]
+    sizes = {path.name: path.stat().st_size for path in (tmp_path / "out" / "t-0").glob("*.log")}
+    assert sizes == {"00000000000000000000.log": 0, "00000000000000000200.log": 213,
+                     "00000000002147483698.log": sizes["00000000002147483698.log"]}
