@@ -594,10 +594,11 @@ DAY = 86_400_000
 def keyed_partition(rng: random.Random, directory: Path, codecs_allowed: tuple[int, ...] = (0, 1, 2, 3, 4),
                     index_interval_bytes: int = 4096) -> dict:
     """A partition of 1-6 V2 segments with keys from a small key space, tombstones, transactions
-    (committed and aborted, with their markers) and timestamps spread over days (file modification
-    times set to each segment's last timestamp); indexes written by our rebuild-index every
-    `index_interval_bytes` (both sides read the same ones). Returns what was generated: segment
-    base offsets and the time span."""
+    (committed and aborted by their markers, most at once, some after other batches or in a later
+    segment, some left open at the end) and timestamps spread over days (file modification times set
+    to each segment's last timestamp); indexes written by our rebuild-index every
+    `index_interval_bytes` (both sides read the same ones); most of the time the producer snapshots
+    a broker leaves. Returns what was generated: segment base offsets and the time span."""
     from ..formats.control import CONTROL_KEY, END_TXN_MARKER
     from ..formats.record_batch import ATTR_CONTROL, ATTR_TRANSACTIONAL, build_batch, build_record
 
@@ -606,13 +607,14 @@ def keyed_partition(rng: random.Random, directory: Path, codecs_allowed: tuple[i
     offset, timestamp = 0, cases.T0 + rng.randrange(0, 30 * DAY)
     bases = []
     sequences: dict[int, int] = {}
+    open_transactions: set[int] = set()
     for _ in range(rng.randrange(1, 7)):
         bases.append(offset)
         data = bytearray()
         for _ in range(rng.randrange(1, 12)):
             timestamp += rng.choice((1, 1000, 60_000, DAY // 4, DAY))
-            transactional = rng.random() < 0.2
             producer = (rng.randrange(1, 4), 0)
+            transactional = producer[0] in open_transactions or rng.random() < 0.2
             records = []
             for n in range(rng.randrange(1, 6)):
                 key = None if rng.random() < 0.05 else rng.choice(keys)
@@ -630,12 +632,16 @@ def keyed_partition(rng: random.Random, directory: Path, codecs_allowed: tuple[i
                                 partition_leader_epoch=0)
             offset += len(records)
             if transactional:
-                marker = build_record(0, 0, CONTROL_KEY.build(dict(version=0, type=rng.choice((0, 1)))),
-                                      END_TXN_MARKER.build(dict(version=0, coordinator_epoch=0)))
-                data += build_batch(offset, [marker], attributes=ATTR_TRANSACTIONAL | ATTR_CONTROL,
-                                    producer_id=producer[0], producer_epoch=producer[1], base_timestamp=timestamp,
-                                    max_timestamp=timestamp, partition_leader_epoch=0)
-                offset += 1
+                open_transactions.add(producer[0])
+            for producer_id in sorted(open_transactions):  # this batch's at once, mostly; others later, maybe never
+                if rng.random() < (0.7 if producer_id == producer[0] else 0.3):
+                    open_transactions.discard(producer_id)
+                    marker = build_record(0, 0, CONTROL_KEY.build(dict(version=0, type=rng.choice((0, 1)))),
+                                          END_TXN_MARKER.build(dict(version=0, coordinator_epoch=0)))
+                    data += build_batch(offset, [marker], attributes=ATTR_TRANSACTIONAL | ATTR_CONTROL,
+                                        producer_id=producer_id, producer_epoch=0, base_timestamp=timestamp,
+                                        max_timestamp=timestamp, partition_leader_epoch=0)
+                    offset += 1
         log = directory / f"{bases[-1]:020d}.log"
         log.write_bytes(bytes(data))
         os.utime(log, ns=(timestamp * 1_000_000, timestamp * 1_000_000))
