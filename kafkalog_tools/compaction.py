@@ -581,6 +581,9 @@ def _build_offset_map(read: list[_Segment], report: CompactionReport,
                       aborted: list[tuple[int, list[AbortedTxn]]]) -> tuple[dict[bytes, int], int]:
     """Cleaner.buildOffsetMap: the latest offset of each key in [first dirty, first uncleanable)."""
     start, end = report.first_dirty_offset, report.first_uncleanable_offset
+    if start > end:  # the first dirty offset inside the first uncleanable segment: LogSegments.values throws
+        raise CorruptDataError(f"Invalid log segment range: requested segments in {report.name} from offset {start} "
+                               f"which is greater than limit offset {end}")
     dirty = _segments_between(read, start, end) if start < end else []
     offsets: dict[bytes, int] = {}
     latest = -1

@@ -1356,3 +1356,23 @@ def test_the_cleaners_groups_keep_their_offsets_within_int_max_of_their_first_se
     sizes = {path.name: path.stat().st_size for path in (tmp_path / "out" / "t-0").glob("*.log")}
     assert sizes == {"00000000000000000000.log": 0, "00000000000000000200.log": 213,
                      "00000000002147483698.log": sizes["00000000002147483698.log"]}
+
+
+def test_a_first_dirty_offset_inside_the_first_uncleanable_segment_makes_the_cleaner_throw(tmp_path):
+    """One segment of ten batches (the active one, so the first uncleanable offset is its base, 0) and
+    a cleaner checkpoint at 6: Kafka's clean throws IllegalArgumentException ('Invalid log segment
+    range: requested segments in t-0 from offset 6 which is greater than limit offset 0', checked live;
+    differential run with --first-dirty-offset, seed 24105: we cleaned nothing and exited 0). Kafka's
+    config also refuses max.compaction.lag.ms 0, and so do we."""
+    import json
+
+    partition = _indexed_partition(tmp_path, [(0, 10)])
+    (tmp_path / ".kafka_cleanshutdown").write_bytes(b"")
+    result = CliRunner().invoke(cli, ["compaction", "--format", "json", "--now", str(T0 + 10**6),
+                                      "--first-dirty-offset", "6", str(partition)])
+    summary = json.loads(result.stdout.splitlines()[-1])
+    assert (result.exit_code, summary["would_clean"]) == (1, False)
+    assert summary["problems"] == ["Invalid log segment range: requested segments in t-0 from offset 6 which is greater "
+                                   "than limit offset 0; Kafka's cleaner throws here and marks the partition uncleanable"]
+    result = CliRunner().invoke(cli, ["compaction", "--now", str(T0), "--max-compaction-lag-ms", "0", str(partition)])
+    assert result.exit_code == 2

@@ -19,13 +19,13 @@ TOP_KEYS = 20
 @click.argument("paths", nargs=-1, required=True, metavar="PATH...")
 @click.option("--now", callback=time_option, metavar="TIME",
               help="Clean as if at this time (epoch ms or ISO-8601; a time without zone is UTC). Default: now.")
-@click.option("--delete-retention-ms", type=int, default=c.DEFAULT_DELETE_RETENTION_MS, show_default=True,
+@click.option("--delete-retention-ms", type=click.IntRange(min=0), default=c.DEFAULT_DELETE_RETENTION_MS, show_default=True,
               help="The topic's delete.retention.ms: how long tombstones and markers outlive their first cleaning.")
-@click.option("--min-compaction-lag-ms", type=int, default=0, show_default=True,
-              help="The topic's min.compaction.lag.ms.")
-@click.option("--max-compaction-lag-ms", type=int, default=c.LONG_MAX, show_default=True,
-              help="The topic's max.compaction.lag.ms.")
-@click.option("--min-cleanable-ratio", type=float, default=c.DEFAULT_MIN_CLEANABLE_RATIO, show_default=True,
+@click.option("--min-compaction-lag-ms", type=click.IntRange(min=0), default=0, show_default=True,
+              help="The topic's min.compaction.lag.ms (Kafka's config refuses a negative one, as this does).")
+@click.option("--max-compaction-lag-ms", type=click.IntRange(min=1), default=c.LONG_MAX, show_default=True,
+              help="The topic's max.compaction.lag.ms (at least 1, as Kafka's config requires).")
+@click.option("--min-cleanable-ratio", type=click.FloatRange(0, 1), default=c.DEFAULT_MIN_CLEANABLE_RATIO, show_default=True,
               help="The topic's min.cleanable.dirty.ratio.")
 @click.option("--segment-bytes", type=click.IntRange(min=1), default=c.DEFAULT_SEGMENT_BYTES, show_default=True,
               help="The topic's segment.bytes (how many segments one cleaned segment may merge).")

@@ -926,7 +926,8 @@ def compare_retention(partition: Path, options: dict, orc: oracle.Oracle, report
     for the same reasons, and the same log start offset after; without the clean shutdown marker
     beside the partition, on the log as Kafka's loader recovered it."""
     argv = ["--now", str(options["now"]), "--retention-ms", str(options["retention_ms"]),
-            "--retention-bytes", str(options["retention_bytes"]), "--log-start-offset", str(options["log_start_offset"])]
+            "--retention-bytes", str(options["retention_bytes"]), "--log-start-offset", str(options["log_start_offset"]),
+            *_optional(options, "high_watermark")]
     clean_stop = (partition.parent / CLEAN_SHUTDOWN).exists()
     code, objects = orc("retain", partition, *argv, "--config", f"cleanup.policy={options['cleanup_policy']}",
                         *([] if clean_stop else ["--unclean"]))
@@ -992,13 +993,20 @@ def compare_retention(partition: Path, options: dict, orc: oracle.Oracle, report
     return found
 
 
+def _optional(options: dict, *names: str) -> list[str]:
+    """The options among `names` that a case sets (older saved cases set none), as both sides spell them."""
+    return [argument for name in names if options.get(name) is not None
+            for argument in ("--" + name.replace("_", "-"), str(options[name]))]
+
+
 def retention_options(rng: random.Random, generated: dict) -> dict:
     span = generated["last_timestamp"] - cases.T0
     return {"now": generated["last_timestamp"] + rng.choice((0, 1, DAY, 7 * DAY, 30 * DAY)),
             "retention_ms": rng.choice((-1, 1, DAY, 7 * DAY, 604800000, max(1, span // 2), max(1, rng.randrange(span + 1)))),
             "retention_bytes": rng.choice((-1, -1, 0, 100, 1000, 5000, rng.randrange(0, 20000))),
             "log_start_offset": rng.choice((0, 0, 0, rng.randrange(0, generated["log_end_offset"] + 2))),
-            "cleanup_policy": rng.choice(("delete", "delete", "compact", "compact,delete"))}
+            "cleanup_policy": rng.choice(("delete", "delete", "compact", "compact,delete")),
+            "high_watermark": rng.choice((None, None, None, rng.randrange(0, generated["log_end_offset"] + 2)))}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1037,7 +1045,8 @@ def compare_compaction(partition: Path, options: dict, orc: oracle.Oracle, repor
     records (and the same bytes where nothing is compressed: a codec's output is its own)."""
     argv = ["--now", str(options["now"]), "--delete-retention-ms", str(options["delete_retention_ms"]),
             "--min-compaction-lag-ms", str(options["min_compaction_lag_ms"]),
-            "--min-cleanable-ratio", str(options["min_cleanable_ratio"]), "--segment-bytes", str(options["segment_bytes"])]
+            "--min-cleanable-ratio", str(options["min_cleanable_ratio"]), "--segment-bytes", str(options["segment_bytes"]),
+            *_optional(options, "max_compaction_lag_ms", "first_dirty_offset", "high_watermark")]
     kafka_out, ours_out = work / "kafka-cleaned", work / "ours-cleaned"
     for directory in (kafka_out, ours_out):
         shutil.rmtree(directory, ignore_errors=True)
@@ -1098,7 +1107,10 @@ def compaction_options(rng: random.Random, generated: dict) -> dict:
             "delete_retention_ms": rng.choice((0, 1, 60_000, DAY, 86400000)),
             "min_compaction_lag_ms": rng.choice((0, 0, 0, 60_000, DAY)),
             "min_cleanable_ratio": rng.choice((0.5, 0.5, 0.01, 0.99)),
-            "segment_bytes": rng.choice((1073741824, 1073741824, 2048, 8192))}
+            "segment_bytes": rng.choice((1073741824, 1073741824, 2048, 8192)),
+            "max_compaction_lag_ms": rng.choice((None, None, None, 1, 60_000, DAY)),
+            "first_dirty_offset": rng.choice((None, None, None, rng.randrange(0, generated["log_end_offset"] + 2))),
+            "high_watermark": rng.choice((None, None, None, rng.randrange(0, generated["log_end_offset"] + 2)))}
 
 
 class Runner:
