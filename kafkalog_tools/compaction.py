@@ -372,8 +372,10 @@ def _analyze_loaded(partition: PartitionDir, report: CompactionReport, loaded: L
     report.high_watermark, report.high_watermark_source = initial_high_watermark(
         partition, settings.high_watermark, report.log_start_offset, report.log_end_offset, report.problems)
     state = loaded.state
-    # UnifiedLog.lastStableOffset: the first unstable offset when below the high watermark
-    report.last_stable_offset = min([report.high_watermark] + list(state.ongoing))
+    # UnifiedLog.lastStableOffset: the first unstable offset when below the high watermark: an open
+    # transaction's, or one the loader's replay saw end at or past the high watermark (unreplicated)
+    report.last_stable_offset = min([report.high_watermark] + list(state.ongoing)
+                                    + [first for first, marker in state.completed if marker >= report.high_watermark])
     _cleanable_offsets(partition, read, report)
     _cleanable_bytes(read, report)
     _would_clean(read, report)

@@ -150,6 +150,9 @@ class ProducerState:
         self.producers: dict[int, ProducerStatus] = {}
         self.ongoing: dict[int, int] = {}
         """first offset of each open transaction -> producer id (Kafka's ongoingTxns TreeMap)."""
+        self.completed: list[tuple[int, int]] = []
+        """(first offset, marker offset) of each transaction a marker closed since this state was
+        loaded: Kafka's unreplicatedTxns, until the high watermark passes the marker."""
         self.on_anomaly = on_anomaly
 
     @classmethod
@@ -336,7 +339,8 @@ class ProducerState:
             dtype=np.int64).reshape(-1, len(k.PRODUCER_FIELDS)).T)
         count = len(rows) - start
         ongoing = np.empty((len(k.ONGOING_FIELDS), len(self.ongoing) + count), dtype=np.int64)
-        ongoing[:, :len(self.ongoing)] = (list(self.ongoing), list(self.ongoing.values()), [1] * len(self.ongoing))
+        ongoing[:, :len(self.ongoing)] = (list(self.ongoing), list(self.ongoing.values()), [1] * len(self.ongoing),
+                                          [-1] * len(self.ongoing))
         found = np.empty((len(k.ABORTED_FIELDS), len(rows)), dtype=np.int64)
         abort_markers = np.empty(len(rows), dtype=np.int64)
         state = np.zeros(k.REPLAY_STATE, dtype=np.int64)
@@ -347,22 +351,27 @@ class ProducerState:
             self.producers[producer_id] = ProducerStatus(producer_id, epoch, coordinator_epoch, timestamp,
                                                          first_offset if in_transaction else None, sequence, offset,
                                                          delta)
-        still_open = ongoing[:, :state[k.REPLAY_ONGOING]]
+        used = ongoing[:, :state[k.REPLAY_ONGOING]]
         self.ongoing.clear()
-        self.ongoing.update(zip(*still_open[:2, still_open[k.O_OPEN] == 1].tolist()))
+        self.ongoing.update(zip(*used[:2, used[k.O_OPEN] == 1].tolist()))
+        closed = used[:, used[k.O_OPEN] == 0]
+        self.completed.extend(sorted(zip(*closed[[k.O_FIRST_OFFSET, k.O_CLOSED_AT]].tolist()), key=lambda c: c[1]))
         aborted.extend_columns(found[:, :state[k.REPLAY_ABORTED]])
         abort_rows.append(rows[abort_markers[:state[k.REPLAY_ABORT_MARKERS]]])
         return stop
 
-    def saved(self) -> tuple[dict, dict]:
+    def saved(self) -> tuple[dict, dict, int]:
         """What `restore` needs to undo `apply` and `commit_run` (neither changes a ProducerStatus
         in place: each puts a new one)."""
-        return dict(self.producers), dict(self.ongoing)
+        return dict(self.producers), dict(self.ongoing), len(self.completed)
 
-    def restore(self, saved: tuple[dict, dict]) -> None:
-        for mine, kept in zip((self.producers, self.ongoing), saved):
+    def restore(self, saved: tuple[dict, dict, int]) -> None:
+        """Back to `saved`; a fresh state restored from a snapshot's has completed no transaction."""
+        producers, ongoing, completed = saved
+        for mine, kept in ((self.producers, producers), (self.ongoing, ongoing)):
             mine.clear()
             mine.update(kept)
+        del self.completed[completed:]
 
     def _apply_data(self, batch: Batch, status: ProducerStatus) -> None:
         self._check_epoch(batch, status)
@@ -407,6 +416,7 @@ class ProducerState:
             return None  # a marker without data changes neither the LSO nor the index
         last_stable_offset = self.last_stable_offset(batch.producer_id, batch.base_offset)
         self.ongoing.pop(first_offset, None)
+        self.completed.append((first_offset, batch.base_offset))
         if marker.name != "ABORT":
             return None
         return AbortedTxn(txn_index.CURRENT_VERSION, batch.producer_id, first_offset, batch.base_offset,

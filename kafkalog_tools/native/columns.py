@@ -74,9 +74,10 @@ PRODUCER_FIELDS = ("producer_id", "epoch", "coordinator_epoch", "last_timestamp"
 `transaction_first_offset`); `replayed` 1 once a batch of the call has moved it."""
 (P_PRODUCER_ID, P_EPOCH, P_COORDINATOR_EPOCH, P_LAST_TIMESTAMP, P_IN_TRANSACTION, P_TRANSACTION_FIRST_OFFSET,
  P_LAST_SEQUENCE, P_LAST_OFFSET, P_OFFSET_DELTA, P_REPLAYED) = range(len(PRODUCER_FIELDS))
-ONGOING_FIELDS = ("first_offset", "producer_id", "open")
-"""`ProducerState.ongoing`'s entries in its order, then those the call opens; `open` 0 once closed."""
-(O_FIRST_OFFSET, O_PRODUCER_ID, O_OPEN) = range(len(ONGOING_FIELDS))
+ONGOING_FIELDS = ("first_offset", "producer_id", "open", "closed_at")
+"""`ProducerState.ongoing`'s entries in its order, then those the call opens; `open` 0 once closed,
+`closed_at` then the offset of the marker that closed it (`ProducerState.completed`)."""
+(O_FIRST_OFFSET, O_PRODUCER_ID, O_OPEN, O_CLOSED_AT) = range(len(ONGOING_FIELDS))
 ABORTED_FIELDS = txn_index.COLUMNS
 """An aborted transaction, as the `.txnindex` entry `AbortedTxn` holds it (`txn_index.AbortedTxns`)."""
 (A_PRODUCER_ID, A_FIRST_OFFSET, A_LAST_OFFSET, A_LAST_STABLE_OFFSET) = range(len(ABORTED_FIELDS))

@@ -29,8 +29,8 @@ from .columns import (ATTRIBUTES, BASE_OFFSET, BASE_SEQUENCE, BASE_TIMESTAMP, CH
                       R_OFFSET, R_SEQUENCE, R_SIZE, R_TIMESTAMP, R_VALUE_LENGTH, R_VALUE_START, SIZE,
                       SMALLEST_LEGACY_ENTRY, TIME_ENTRIES, VALID_BYTES)
 from .columns import (ABORTED_FIELDS, A_FIRST_OFFSET, A_LAST_OFFSET, A_LAST_STABLE_OFFSET, A_PRODUCER_ID,
-                      ONGOING_FIELDS, O_FIRST_OFFSET, O_OPEN, O_PRODUCER_ID, PRODUCER_FIELDS, P_COORDINATOR_EPOCH,
-                      P_EPOCH, P_IN_TRANSACTION, P_LAST_OFFSET, P_LAST_SEQUENCE, P_LAST_TIMESTAMP, P_OFFSET_DELTA,
+                      ONGOING_FIELDS, O_CLOSED_AT, O_FIRST_OFFSET, O_OPEN, O_PRODUCER_ID, PRODUCER_FIELDS,
+                      P_COORDINATOR_EPOCH, P_EPOCH, P_IN_TRANSACTION, P_LAST_OFFSET, P_LAST_SEQUENCE, P_LAST_TIMESTAMP, P_OFFSET_DELTA,
                       P_PRODUCER_ID, P_REPLAYED, P_TRANSACTION_FIRST_OFFSET, REPLAY_ABORTED, REPLAY_ABORT_MARKERS,
                       REPLAY_FIELDS, REPLAY_ONGOING, REPLAY_STATE, RP_ATTRIBUTES, RP_BASE_OFFSET, RP_BASE_SEQUENCE,
                       RP_BASE_TIMESTAMP, RP_COORDINATOR_EPOCH, RP_EPOCH, RP_LAST_OFFSET, RP_LAST_SEQUENCE,
@@ -661,7 +661,8 @@ def replay_transactional(batches, start, producers, ongoing, aborted, abort_mark
     how many columns are used) for transactional data batches and the markers the scan read. The
     transactions an ABORT marker ends go to `aborted`, with the last stable offset it had (the first
     offset of the earliest transaction another producer has open, else the offset after the marker);
-    every ABORT marker's batch to `abort_markers`. Stops before a batch `apply` could report or raise
+    every ABORT marker's batch to `abort_markers`; a transaction a marker closes keeps the marker's
+    offset (`O_CLOSED_AT`). Stops before a batch `apply` could report or raise
     on (an epoch or sequence out of order, a coordinator epoch that decreased, a non-transactional
     batch in an open transaction, another control batch) and returns it; else the batch count."""
     for i in range(start, batches.shape[1]):
@@ -705,7 +706,7 @@ def replay_transactional(batches, start, producers, ongoing, aborted, abort_mark
                                                                  < last_stable_offset):
                     last_stable_offset, other = ongoing[O_FIRST_OFFSET, o], True
                 if ongoing[O_FIRST_OFFSET, o] == first_offset:
-                    ongoing[O_OPEN, o] = 0
+                    ongoing[O_OPEN, o], ongoing[O_CLOSED_AT, o] = 0, base
         if marker == _ABORT:
             a = state[REPLAY_ABORTED]
             aborted[A_PRODUCER_ID, a], aborted[A_FIRST_OFFSET, a] = producer_id, first_offset
@@ -724,6 +725,7 @@ def _open_transaction(ongoing, state, first_offset, producer_id):
             return
     o = state[REPLAY_ONGOING]
     ongoing[O_FIRST_OFFSET, o], ongoing[O_PRODUCER_ID, o], ongoing[O_OPEN, o] = first_offset, producer_id, 1
+    ongoing[O_CLOSED_AT, o] = -1
     state[REPLAY_ONGOING] += 1
 
 
