@@ -43,6 +43,7 @@ import os
 import shutil
 import time
 import heapq
+from typing import Callable
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -224,6 +225,8 @@ class _Segment:
     """Where reading stopped short of `size`, and why: the cleaner throws there if it reads that far."""
     first_batch_unreadable: bool = False
     """The first entry's size is below 14: LogSegment.getFirstBatchTimestamp throws."""
+    lookup: Callable[[int], int] | None = None
+    """Its offset index's lookup as loaded: the position Kafka reads from for an offset."""
 
 
 def _read_segments(loaded: LoadedLog, open_files: ExitStack) -> list[_Segment]:
@@ -246,7 +249,7 @@ def _read_segments(loaded: LoadedLog, open_files: ExitStack) -> list[_Segment]:
             unreadable = _stop_reason(log)
         out.append(_Segment(by_base[held.base_offset], log.end, log.mtime_ms, batches,
                             loaded.recovered.get(held.base_offset), unreadable,
-                            log.stop is Stop.CORRUPT_SIZE and log.stop_position == 0))
+                            log.stop is Stop.CORRUPT_SIZE and log.stop_position == 0, held.lookup))
     return out
 
 
@@ -311,16 +314,18 @@ def _loaded_txn_index(seg: _Segment) -> bytes:
     return Path(seg.segment.txnindex).read_bytes() if seg.segment.txnindex is not None else b""
 
 
-def _collect_aborted(indexes: list[tuple[int, list[AbortedTxn]]], start: int, upper: int) -> list[AbortedTxn]:
-    """LocalLog.collectAbortedTransactions(start, upper): from the segment holding `start` on, each
-    index's entries that end at or after `start` and begin before `upper`, until an entry's last
-    stable offset reaches `upper` (TransactionIndex.collectAbortedTxns: the search is complete, and
-    what follows is not read, even in later segments)."""
+def _collect_aborted(indexes: list[tuple[int, list[AbortedTxn]]], start: int, upper: int,
+                     log_start: int) -> list[AbortedTxn]:
+    """LocalLog.collectAbortedTransactions(log start, start, upper): from the segment holding `start`
+    on, each index's entries that end at or after the log start offset (not `start`: found by the
+    differential run) and begin before `upper`, until an entry's last stable offset reaches `upper`
+    (TransactionIndex.collectAbortedTxns: the search is complete, and what follows is not read, even
+    in later segments)."""
     first = bisect.bisect_right([base for base, _ in indexes], start) - 1
     collected: list[AbortedTxn] = []
     for _, entries in indexes[first:] if first >= 0 else []:  # (no segment at or below `start`: none)
         for txn in entries:
-            if txn.last_offset >= start and txn.first_offset < upper:
+            if txn.last_offset >= log_start and txn.first_offset < upper:
                 collected.append(txn)
             if txn.last_stable_offset >= upper:
                 return collected
@@ -591,10 +596,14 @@ def _build_offset_map(read: list[_Segment], report: CompactionReport,
     latest = -1
     if not dirty:
         return offsets, latest
-    transactions = _TransactionFilter(_collect_aborted(aborted, start, end))
+    transactions = _TransactionFilter(_collect_aborted(aborted, start, end, report.log_start_offset))
     for index, seg in enumerate(dirty):
-        # Kafka reads from the offset index position for `start`; the earlier batches read here add no keys
+        # buildOffsetMapForSegment reads from where the offset index puts `start`: a marker before that is
+        # not seen, and the aborted transaction it ended stays open for its producer
+        position = seg.lookup(start) if seg.lookup is not None else 0
         for batch, _ in seg.batches:
+            if batch.position < position:
+                continue
             if batch.is_control:
                 transactions.on_control(batch)
             elif not transactions.on_data(batch):
@@ -625,7 +634,7 @@ def _clean(read: list[_Segment], report: CompactionReport, offset_map: dict[byte
             start, upper = seg.segment.base_offset, upper_bounds[seg.segment.base_offset]
             if group_base[start] == start:
                 transactions.start_group(start)
-            transactions.add(_collect_aborted(aborted, start, upper))
+            transactions.add(_collect_aborted(aborted, start, upper, report.log_start_offset))
         retain_legacy_deletes = seg.mtime_ms > legacy_horizon
         written: int | None = None  # the largest offset this segment writes into the cleaned one
         for batch, data in seg.batches:
