@@ -376,6 +376,11 @@ def _analyze_loaded(partition: PartitionDir, report: CompactionReport, loaded: L
     settings = report.settings
     report.high_watermark, report.high_watermark_source = initial_high_watermark(
         partition, settings.high_watermark, report.log_start_offset, report.log_end_offset, report.problems)
+    loaded.update_high_watermark(report.high_watermark)
+    if loaded.failure is not None:
+        _cannot_clean(report, loaded.failure)
+        _summaries(read, report, loaded)
+        return
     state = loaded.state
     # UnifiedLog.lastStableOffset: the first unstable offset when below the high watermark: an open
     # transaction's, or one the loader's replay saw end at or past the high watermark (unreplicated)

@@ -1464,3 +1464,43 @@ def test_the_offset_map_misses_the_abort_marker_before_where_it_starts_reading(t
             offsets += [r.offset for b in segment.entries() if not b.is_control for r in b.records() if r.key == b"x"]
     assert offsets == kept
     assert json.loads(result.stdout.splitlines()[-1])["first_dirty_offset"] == first_dirty
+
+
+def test_looking_up_the_first_unstable_offset_reads_the_damage_before_it(tmp_path):
+    """After a clean shutdown the loader reads nothing of segment 0, but the snapshot at 6 holds producer
+    1's open transaction from 3, and the log looks that offset up (maybeIncrementFirstUnstableOffset):
+    from segment 0's start (its index is empty) it meets batch 1's size field of 5. Kafka's retain throws
+    CorruptRecordException opening the log (checked live; differential run, seed 24108, retention case
+    536: we read nothing and deleted by size)."""
+    import json
+    import os
+    import struct
+
+    from kafkalog_tools.formats import producer_snapshot
+    from kafkalog_tools.formats.record_batch import ATTR_TRANSACTIONAL
+
+    def batch(offset: int, **fields) -> bytes:
+        return build_batch(offset, [build_record(0, 0, b"k", b"v")], base_timestamp=T0 + offset,
+                           max_timestamp=T0 + offset, **fields)
+    partition = tmp_path / "logs" / "t-0"
+    partition.mkdir(parents=True)
+    first = bytearray(batch(0) + batch(1) + batch(2) + batch(3, attributes=ATTR_TRANSACTIONAL, producer_id=1,
+                                                             producer_epoch=0, base_sequence=0) + batch(4))
+    struct.pack_into(">i", first, len(batch(0)) + 8, 5)
+    (partition / f"{0:020d}.log").write_bytes(bytes(first))
+    (partition / f"{5:020d}.log").write_bytes(batch(5))
+    for base in (0, 5):
+        for suffix in (".index", ".timeindex"):
+            (partition / f"{base:020d}{suffix}").write_bytes(b"")
+    (partition / f"{6:020d}.snapshot").write_bytes(producer_snapshot.build(
+        [producer_snapshot.ProducerEntry(1, 0, 0, 3, 0, T0 + 3, -1, 3)]))
+    for path in partition.iterdir():
+        os.utime(path, ns=(T0 * 1_000_000, T0 * 1_000_000))
+    (partition.parent / ".kafka_cleanshutdown").write_bytes(b"")
+    result = CliRunner().invoke(cli, ["retention", "--format", "json", "--now", str(T0 + 10**6), "--retention-bytes", "0",
+                                      str(partition)])
+    summary = json.loads(result.stdout.splitlines()[-1])
+    assert result.exit_code == 1 and summary["deleted_segments"] == 0
+    assert summary["problems"][0].startswith("Kafka's loader cannot open the log: ")
+    assert summary["problems"][0].endswith("byte 70: Found record size 5 smaller than minimum record overhead (14) "
+                                           "(expected >= 14, found 5)")

@@ -90,6 +90,8 @@ class Report:
     open: list[Difference] = field(default_factory=list)
     """Differences of a kind listed in OPEN_DIFFERENCES: saved and counted, not failed on."""
     seconds: float = 0.0
+    last_clean_end: int | None = None
+    """Where Kafka's last cleaning compared ended (its cleaner checkpoint), when it cleaned."""
 
     def count(self, name: str, n: int = 1) -> None:
         self.details[name] = self.details.get(name, 0) + n
@@ -1071,6 +1073,7 @@ def compare_compaction(partition: Path, options: dict, orc: oracle.Oracle, repor
         return [f"our compaction failed: exit {result.code} {result.failure or ''} {err[-500:]} "
                 f"{ours and ours['problems']}"]
     cleanable = next(o for o in objects if o["type"] == "cleanable")
+    report.last_clean_end = clean["endOffset"] if clean.get("cleaned") else None
     found = [f"{theirs}: ours {ours[mine]} vs Kafka {cleanable[theirs]} ({options})"
              for theirs, mine in CLEANABLE_FIELDS if ours[mine] != cleanable[theirs]]
     if ours["cleaned_up_to"] != clean["endOffset"]:
@@ -1208,12 +1211,31 @@ class Runner:
             self.report.count(f"compactions on a damaged partition, {'clean' if clean_stop else 'unclean'} "
                               f"shutdown: {kind}")
         params = {"file": "logs/keyed-0", "damage": damage, **compaction_options(rng, generated)}
+        self.report.last_clean_end = None
         found = compare_compaction(root / params["file"], params, self.oracle, self.report, root / "out")
         self._tally("compaction")
+        if not found and self.report.last_clean_end is not None and rng.random() < 0.5:
+            root, params = self._clean_again(rng, root, params, clean_stop)
+            found = compare_compaction(root / params["file"], params, self.oracle, self.report, root / "out")
+            self.report.count("compactions of Kafka's cleaned partition, cleaned again")
         shutil.rmtree(root / "out", ignore_errors=True)
         differences = self._differences("compaction", number, found, root, params)
         shutil.rmtree(root, ignore_errors=True)
         return differences
+
+    def _clean_again(self, rng: random.Random, root: Path, params: dict, clean_stop: bool) -> tuple[Path, dict]:
+        """The partition Kafka's cleaning left (its cleaner checkpoint at where it ended), cleaned again
+        later: tombstones and markers past their delete horizon, batches emptied before, a log that
+        is clean up to a point. Returns the new case's directory and options."""
+        again = root.with_name(root.name + "-again")
+        shutil.rmtree(again, ignore_errors=True)
+        shutil.copytree(root / "out" / "kafka-cleaned", again / params["file"])
+        shutil.rmtree(root, ignore_errors=True)
+        if clean_stop:
+            (again / "logs" / CLEAN_SHUTDOWN).write_bytes(b"")
+        later = params["now"] + rng.choice((0, 1, params["delete_retention_ms"] + 1, DAY, 7 * DAY))
+        return again, {**params, "now": later, "first_dirty_offset": self.report.last_clean_end,
+                       "high_watermark": None, "damage": f"{params['damage']}; cleaned by Kafka, then again"}
 
     def flush_dumps(self) -> list[Difference]:
         """The pending dump comparisons: one kafka-dump-log run per set of flags."""
