@@ -137,8 +137,9 @@ class SegmentSummary:
     removed: list[int] = field(default_factory=list)
     group: int | None = None
     """Base offset of the cleaned segment this one is merged into (groupSegmentsBySize)."""
-    loaded_from: str | None = None
-    """Where its bytes as loaded are read, when not from `file`: a scratch copy of a split's piece."""
+    loaded_from: tuple[str, int] | None = None
+    """Where its bytes as loaded begin when not at the start of `file`: a piece of a split, in the
+    split segment's .log (the path, the byte)."""
 
 
 @dataclass
@@ -194,8 +195,6 @@ class CompactionReport:
     txn_indexes: dict[int, bytes] = field(default_factory=dict)
     """Each segment's .txnindex as this cleaning leaves it, by base offset: a cleaned one's the
     transactions the cleaner appended, any other's as the loader left it."""
-    scratch: object = None
-    """Keeps the pieces of a segment the loader split (`LoadedLog.scratch`) while the report lives."""
 
     @property
     def dirty_ratio(self) -> float:
@@ -284,7 +283,6 @@ def _load(partition: PartitionDir, segments: list[Segment], report: CompactionRe
             report.notes.append(f"{recovery.log_path}: Kafka's loader recovers it and cuts it to "
                                 f"{recovery.valid_bytes} bytes")
     report.notes.extend(loaded.splits)
-    report.scratch = loaded.scratch
     if loaded.deleted:
         report.notes.append(f"Kafka's loader deletes the segments after the one it cut: base offsets "
                             f"{', '.join(map(str, loaded.deleted))}")
@@ -873,9 +871,9 @@ def _summaries(read: list[_Segment], report: CompactionReport, loaded: LoadedLog
             section = "dirty"
         else:
             section = "uncleanable"
-        file = loaded.kafka_path(seg.segment)
-        report.segments.append(SegmentSummary(base, file, seg.size, section, group=group_of.get(base),
-                                              loaded_from=None if file == str(seg.segment.log) else str(seg.segment.log)))
+        report.segments.append(SegmentSummary(base, loaded.kafka_path(seg.segment), seg.size, section,
+                                              group=group_of.get(base),
+                                              loaded_from=loaded.pieces.get(str(seg.segment.log))))
     by_base = {s.base_offset: s for s in report.segments}
     for plan in report.batches:
         summary = by_base[plan.segment]
@@ -960,7 +958,8 @@ def _write_partition(report: CompactionReport, partition: PartitionDir, staging:
             continue
         with open(staging / f"{segment.base_offset:020d}.log", "wb") as out:
             if segment.base_offset not in groups:  # not cleaned: its bytes as loaded, unreadable ones too
-                copy_prefix(Path(segment.loaded_from or segment.file), out, segment.size)
+                source, start = segment.loaded_from or (segment.file, 0)
+                copy_prefix(Path(source), out, segment.size, start)
                 continue
             for base in groups[segment.base_offset]:
                 for plan in by_segment.get(base, []):

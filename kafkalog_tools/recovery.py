@@ -1423,8 +1423,10 @@ def _fsync_directory(directory: Path) -> None:
         os.close(fd)
 
 
-def copy_prefix(source: Path, out, length: int) -> None:
+def copy_prefix(source: Path, out, length: int, start: int = 0) -> None:
+    """`length` bytes of `source` from byte `start` to `out`."""
     with open(source, "rb") as src:
+        src.seek(start)
         remaining = length
         while remaining:
             chunk = src.read(min(remaining, 1 << 20))

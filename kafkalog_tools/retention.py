@@ -101,7 +101,8 @@ class LoadedLog:
     """The log start offset the loader settles on (None: it failed first)."""
     scratch: tempfile.TemporaryDirectory | None = None
     """Where the pieces of split segments are written; it goes with this object."""
-
+    pieces: dict[str, tuple[str, int]] = field(default_factory=dict)
+    """A piece's .log in `scratch` -> the split segment's .log and the byte the piece starts at."""
     directory: Path | None = None
     """The partition's directory."""
 
@@ -117,7 +118,7 @@ class LoadedLog:
     def kafka_path(self, segment: Segment) -> str:
         """The .log of a segment as Kafka's loader leaves it: a piece of a split is named after its
         base offset in the partition's directory."""
-        if self.scratch is not None and Path(self.scratch.name) in segment.log.parents:
+        if str(segment.log) in self.pieces:
             return str(self.directory / segment.log.name)
         return str(segment.log)
 
@@ -234,14 +235,16 @@ def _split(loaded: LoadedLog, snapshots: Snapshots, overflow: SegmentOffsetOverf
         target, position = failed.offset_entries[-1] if failed.offset_entries else (segment.base_offset, 0)
         next_offset = read_next_offset(log, target, position)
         if not has_overflow(segment.base_offset, next_offset):
-            raise KafkaLogError(f"{overflow.message}, and Kafka's split refuses the segment (IllegalArgumentException): "
-                                f"its last batch does not overflow (next offset {next_offset})", path=overflow.path)
+            raise KafkaLogError(f"{overflow.message}, and Kafka's split refuses the segment "
+                                f"(IllegalArgumentException): its last batch does not overflow (next offset "
+                                f"{next_offset})", path=overflow.path)
         pieces = split_segment(log, DEFAULT_INDEX_INTERVAL_BYTES)
         if loaded.scratch is None:
             loaded.scratch = tempfile.TemporaryDirectory(prefix="kafkalog-split-")
         directory = Path(loaded.scratch.name) / str(len(loaded.splits))
         directory.mkdir()
         files = write_pieces(pieces, log, directory)
+    loaded.pieces.update({str(file.log): (str(segment.log), piece.start) for file, piece in zip(files, pieces)})
     by_base = {s.base_offset: s for s in loaded.files if s is not segment}
     for piece in files:
         replaced = by_base.pop(piece.base_offset, None)

@@ -86,8 +86,8 @@ def split_segment(log: SegmentFile, index_interval_bytes: int) -> list[Piece]:
         if piece.end == position:
             raise KafkaLogError(f"splitting the overflowed segment: failed to append records from position "
                                 f"{position} (IllegalStateException): the batch's last offset "
-                                f"{entry_last_offset(log, position)} does not fit its own base offset {piece.base_offset}",
-                                path=log.path, position=position)
+                                f"{entry_last_offset(log, position)} does not fit its own base offset "
+                                f"{piece.base_offset}", path=log.path, position=position)
         maybe_append_time_entry(piece, log.path, piece.end)  # onBecomeInactiveSegment
         pieces.append(piece)
         position = piece.end

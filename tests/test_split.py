@@ -70,7 +70,8 @@ def test_offsets_that_jump_past_int_max_split_the_segment_and_retention_judges_t
     # bytes after the last batch: no batch to start the next piece at (NoSuchElementException)
     (_batch(0) + _batch(3_000_000_000) + bytes(3), "no batch can be read at 140 (NoSuchElementException)"),
     # a piece at 0 again: creating it deletes the first piece's files, whose swap then fails
-    (_batch(0) + _batch(3_000_000_000) + _batch(0) + _batch(3_000_000_001), "two pieces would start at the same offset"),
+    (_batch(0) + _batch(3_000_000_000) + _batch(0) + _batch(3_000_000_001),
+     "two pieces would start at the same offset"),
 ])
 def test_where_kafkas_split_throws_the_loader_cannot_open_the_log(tmp_path, data, kafka_says):
     """Kafka's retain: IllegalArgumentException ('Split operation is only permitted for segments with
@@ -99,7 +100,8 @@ def test_the_pieces_are_appended_in_chunks_of_one_mebibyte_as_kafkas(tmp_path):
         (5_000_000_000, 3_503_650, 7_705_915, [(5_000_000_016, 1_500_075), (5_000_000_030, 2_941_243)],
          [(T0 + 195, 5_000_000_016)])]
     assert [os.path.basename(f.log) for f in files] == ["00000000000000000000.log", "00000000005000000000.log"]
-    assert [f.index.stat().st_size for f in files] == [24, 16] and [f.timeindex.stat().st_size for f in files] == [12, 12]
+    assert [f.index.stat().st_size for f in files] == [24, 16]
+    assert [f.timeindex.stat().st_size for f in files] == [12, 12]
     assert all(f.log.stat().st_mtime_ns == T0 * 1_000_000 for f in files)
     assert 14 * 70_073 < CHUNK_CAPACITY <= 15 * 70_073  # a chunk stays below the buffer: 14 batches, not 15
 
@@ -132,3 +134,25 @@ def test_a_split_can_move_the_first_segment_and_the_log_start_offset(tmp_path):
         (3, 210, T0 + 12, "size"), (2**31, 210, T0 + 2, None)]
     result = CliRunner().invoke(cli, ["compaction", "--format", "json", "--now", str(T0 + 10**6), str(partition)])
     assert json.loads(result.stdout.splitlines()[-1])["first_dirty_offset"] == 3
+
+
+def test_compaction_simulate_writes_the_pieces_as_the_split_leaves_them(tmp_path):
+    """With nothing to clean (the cleaner checkpoint at the active segment), --simulate copies each
+    segment as the loader leaves it: the pieces of the split segment 0 are its bytes 0-350, 350-560 and 560-630,
+    under their own names; segment 0's files are not in the output, and the input is untouched."""
+    partition = tmp_path / "logs" / "t-0"
+    original = (b"".join(_batch(n, timestamp=T0 + n) for n in range(5))
+                + b"".join(_batch(3_000_000_000 + n, timestamp=T0 + 10 + n) for n in range(3))
+                + _batch(7_000_000_000, timestamp=T0 + 5))
+    _segment(partition, 0, original)
+    _segment(partition, 7_000_000_001, _batch(7_000_000_001, timestamp=T0 + 20))
+    (partition.parent / ".kafka_cleanshutdown").write_bytes(b"")
+    out = tmp_path / "out"
+    result = CliRunner().invoke(cli, ["compaction", "--simulate", "--output-dir", str(out), "--now", str(T0 + 10**6),
+                                      "--first-dirty-offset", str(7_000_000_001), "--format", "json", str(partition)])
+    assert result.exit_code == 0, result.output
+    written = {path.name: path.read_bytes() for path in (out / "t-0").glob("*.log")}
+    assert written == {"00000000000000000000.log": original[:350], "00000000003000000000.log": original[350:560],
+                       "00000000007000000000.log": original[560:630],
+                       "00000000007000000001.log": _batch(7_000_000_001, timestamp=T0 + 20)}
+    assert (partition / "00000000000000000000.log").read_bytes() == original
