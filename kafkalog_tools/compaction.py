@@ -380,10 +380,7 @@ def _analyze_loaded(partition: PartitionDir, report: CompactionReport, loaded: L
         _summaries(read, report, loaded)
         return
     state = loaded.state
-    # UnifiedLog.lastStableOffset: the first unstable offset when below the high watermark: an open
-    # transaction's, or one the loader's replay saw end at or past the high watermark (unreplicated)
-    report.last_stable_offset = min([report.high_watermark] + list(state.ongoing)
-                                    + [first for first, marker in state.completed if marker >= report.high_watermark])
+    report.last_stable_offset = loaded.last_stable_offset(report.high_watermark)
     _cleanable_offsets(partition, read, report)
     _cleanable_bytes(read, report)
     _would_clean(read, report)

@@ -40,7 +40,7 @@ from .formats.time_index import TimeIndex
 from .formats.txn_index import TransactionIndex
 from .producer_rebuild import LoadedSegment, Snapshots, entry_lookup, index_lookup, rebuild_producer_state
 from .recovery import (DEFAULT_INDEX_INTERVAL_BYTES, InvalidOffsetError, ProducerState, SegmentOffsetOverflowError,
-                       SegmentRecovery, read_next_offset, recover_segment, translate_offset)
+                       SegmentRecovery, first_offset, read_next_offset, recover_segment, translate_offset)
 from .split import has_overflow, split_segment, write_pieces
 
 DEFAULT_RETENTION_MS = 7 * 24 * 60 * 60 * 1000  # retention.ms
@@ -106,14 +106,23 @@ class LoadedLog:
     directory: Path | None = None
     """The partition's directory."""
 
+    first_unstable: int | None = None
+    """UnifiedLog's first unstable offset as last looked up (`_read_first_unstable`); None: none."""
+
     def update_high_watermark(self, high_watermark: int) -> None:
         """UnifiedLog.updateHighWatermark: the transactions whose markers it passed leave the first
         unstable offset, which is looked up in the log again; where that read throws, the log cannot
         be opened (`failure`)."""
         try:
-            _read_first_unstable(self, high_watermark)
+            self.first_unstable = _read_first_unstable(self, high_watermark)
         except KafkaLogError as exc:
             self.failure = f"Kafka's loader cannot open the log: {exc}"
+
+    def last_stable_offset(self, high_watermark: int) -> int:
+        """UnifiedLog.lastStableOffset: the first unstable offset where it is below the high watermark."""
+        if self.first_unstable is not None and self.first_unstable < high_watermark:
+            return self.first_unstable
+        return high_watermark
 
     def kafka_path(self, segment: Segment) -> str:
         """The .log of a segment as Kafka's loader leaves it: a piece of a split is named after its
@@ -177,35 +186,39 @@ def load_log(partition: PartitionDir, segments: list[Segment], checkpoint_start:
             snapshots.remove_stray([segment.base_offset for segment in held])
             loaded.state, _ = rebuild_producer_state(held, snapshots, log_start, loaded.log_end_offset,
                                                      clean_shutdown=recovery_point is None)
-            _read_first_unstable(loaded, None)
+            loaded.first_unstable = _read_first_unstable(loaded, None)
     except KafkaLogError as exc:
         loaded.failure = f"Kafka's loader cannot open the log: {exc}"
     return loaded
 
 
-def _read_first_unstable(loaded: LoadedLog, high_watermark: int | None) -> None:
+def _read_first_unstable(loaded: LoadedLog, high_watermark: int | None) -> int | None:
     """UnifiedLog.maybeIncrementFirstUnstableOffset, as the log is created (`high_watermark` None) and
     as its high watermark is set: the first offset of the earliest open transaction, or of one the
     loader's replay saw end at or past the high watermark (all of them before it is set), no lower
     than the log start offset, is looked up in the log (LocalLog.convertToOffsetMetadataOrThrow:
     from the segment holding it, each from where its offset index puts it, to the first batch that
-    reaches it). What Kafka's reader throws on the way is raised (found by the differential run: a
-    damaged closed segment before an open transaction)."""
+    reaches it). Returns the offset found, which is that batch's base offset (LogSegment.read), or
+    the log end offset where no batch reaches it; None without a transaction. What Kafka's reader
+    throws on the way is raised (both found by the differential run: a damaged closed segment before
+    an open transaction, and a first batch whose base offset a bit flip changed)."""
     state = loaded.state
     if state is None:
-        return
+        return None
     firsts = list(state.ongoing) + [first for first, marker in state.completed
                                     if high_watermark is None or marker >= high_watermark]
     if not firsts:
-        return
+        return None
     offset = max(min(firsts), loaded.log_start)
     if offset >= loaded.log_end_offset:
-        return  # LocalLog.read at the log end reads nothing
+        return loaded.log_end_offset  # LocalLog.read at the log end reads nothing
     bases = [segment.base_offset for segment in loaded.segments]
     for segment in loaded.segments[max(bisect.bisect_right(bases, offset) - 1, 0):]:
         with SegmentFile(segment.path, max_bytes=segment.end) as log:
-            if translate_offset(log, offset, segment.lookup(offset), log.end) is not None:
-                return
+            found = translate_offset(log, offset, segment.lookup(offset), log.end)
+            if found is not None:
+                return first_offset(log, found, "looking up the first unstable offset")
+    return loaded.log_end_offset
 
 
 def _retrying_on_overflow(loaded: LoadedLog, snapshots: Snapshots, held: list[LoadedSegment] | None, load):

@@ -1504,3 +1504,39 @@ def test_looking_up_the_first_unstable_offset_reads_the_damage_before_it(tmp_pat
     assert summary["problems"][0].startswith("Kafka's loader cannot open the log: ")
     assert summary["problems"][0].endswith("byte 70: Found record size 5 smaller than minimum record overhead (14) "
                                            "(expected >= 14, found 5)")
+
+
+def test_the_first_unstable_offset_is_the_base_offset_of_the_batch_its_lookup_finds(tmp_path):
+    """Producer 1's open transaction starts at 3 (the snapshot at 5 says so), but a bit flip made batch
+    3's base offset -6890104423889241787: looking 3 up (LogSegment.read) finds batch 4, and the first
+    unstable offset becomes that batch's base offset. Kafka's clean: last stable offset 4 (checked live;
+    differential run, seed 24111, compaction case 524: we said 3)."""
+    import json
+    import os
+    import struct
+
+    from kafkalog_tools.formats import producer_snapshot
+    from kafkalog_tools.formats.record_batch import ATTR_TRANSACTIONAL
+
+    def batch(offset: int, **fields) -> bytes:
+        return build_batch(offset, [build_record(0, 0, b"k%d" % offset, b"v")], base_timestamp=T0 + offset,
+                           max_timestamp=T0 + offset, **fields)
+    partition = tmp_path / "logs" / "t-0"
+    partition.mkdir(parents=True)
+    (partition / f"{0:020d}.log").write_bytes(batch(0) + batch(1))
+    active = partition / f"{2:020d}.log"
+    active.write_bytes(batch(2) + batch(3, attributes=ATTR_TRANSACTIONAL, producer_id=1, producer_epoch=0,
+                                         base_sequence=0) + batch(4))
+    assert CliRunner().invoke(cli, ["rebuild-index", "--no-backup", "--index-interval-bytes", "1",
+                                    str(partition)]).exit_code == 0
+    data = bytearray(active.read_bytes())
+    struct.pack_into(">q", data, len(batch(2)), -6890104423889241787)
+    active.write_bytes(bytes(data))
+    (partition / f"{5:020d}.snapshot").write_bytes(producer_snapshot.build(
+        [producer_snapshot.ProducerEntry(1, 0, 0, 3, 0, T0 + 3, -1, 3)]))
+    for path in partition.iterdir():
+        os.utime(path, ns=(T0 * 1_000_000, T0 * 1_000_000))
+    (partition.parent / ".kafka_cleanshutdown").write_bytes(b"")
+    result = CliRunner().invoke(cli, ["compaction", "--format", "json", "--now", str(T0 + 10**6), str(partition)])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout.splitlines()[-1])["last_stable_offset"] == 4

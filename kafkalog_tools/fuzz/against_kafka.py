@@ -597,7 +597,8 @@ def keyed_partition(rng: random.Random, directory: Path, codecs_allowed: tuple[i
                     index_interval_bytes: int = 4096) -> dict:
     """A partition of 1-6 V2 segments with keys from a small key space, tombstones, transactions
     (committed and aborted by their markers, most at once, some after other batches or in a later
-    segment, some left open at the end) and timestamps spread over days (file modification times set
+    segment, some left open at the end; markers that bump the producer's epoch, as transactions V2
+    write them, and producers restarted with a new epoch) and timestamps spread over days (file modification times set
     to each segment's last timestamp); indexes written by our rebuild-index every
     `index_interval_bytes` (both sides read the same ones); most of the time the producer snapshots
     a broker leaves. Returns what was generated: segment base offsets and the time span."""
@@ -609,13 +610,17 @@ def keyed_partition(rng: random.Random, directory: Path, codecs_allowed: tuple[i
     offset, timestamp = 0, cases.T0 + rng.randrange(0, 30 * DAY)
     bases = []
     sequences: dict[int, int] = {}
+    epochs: dict[int, int] = {}
     open_transactions: set[int] = set()
     for _ in range(rng.randrange(1, 7)):
         bases.append(offset)
         data = bytearray()
         for _ in range(rng.randrange(1, 12)):
             timestamp += rng.choice((1, 1000, 60_000, DAY // 4, DAY))
-            producer = (rng.randrange(1, 4), 0)
+            producer_id = rng.randrange(1, 4)
+            if producer_id not in open_transactions and rng.random() < 0.05:  # a producer restarted: a new epoch
+                epochs[producer_id], sequences[producer_id] = epochs.get(producer_id, 0) + 1, 0
+            producer = (producer_id, epochs.get(producer_id, 0))
             transactional = producer[0] in open_transactions or rng.random() < 0.2
             records = []
             for n in range(rng.randrange(1, 6)):
@@ -638,10 +643,16 @@ def keyed_partition(rng: random.Random, directory: Path, codecs_allowed: tuple[i
             for producer_id in sorted(open_transactions):  # this batch's at once, mostly; others later, maybe never
                 if rng.random() < (0.7 if producer_id == producer[0] else 0.3):
                     open_transactions.discard(producer_id)
+                    # transactions V2 (Kafka 4.0, KIP-890): the marker carries the next epoch, which the
+                    # producer goes on with from sequence 0; the coordinator's epoch may move too
+                    bump = rng.random() < 0.4
+                    epoch = epochs.get(producer_id, 0) + bump
+                    if bump:
+                        epochs[producer_id], sequences[producer_id] = epoch, 0
                     marker = build_record(0, 0, CONTROL_KEY.build(dict(version=0, type=rng.choice((0, 1)))),
-                                          END_TXN_MARKER.build(dict(version=0, coordinator_epoch=0)))
+                                          END_TXN_MARKER.build(dict(version=0, coordinator_epoch=rng.choice((0, 0, 1)))))
                     data += build_batch(offset, [marker], attributes=ATTR_TRANSACTIONAL | ATTR_CONTROL,
-                                        producer_id=producer_id, producer_epoch=0, base_timestamp=timestamp,
+                                        producer_id=producer_id, producer_epoch=epoch, base_timestamp=timestamp,
                                         max_timestamp=timestamp, partition_leader_epoch=0)
                     offset += 1
         log = directory / f"{bases[-1]:020d}.log"
