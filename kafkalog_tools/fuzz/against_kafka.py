@@ -671,6 +671,38 @@ def keyed_partition(rng: random.Random, directory: Path, codecs_allowed: tuple[i
     return {"bases": bases, "log_end_offset": offset, "last_timestamp": timestamp}
 
 
+def legacy_partition(rng: random.Random, directory: Path, index_interval_bytes: int = 4096) -> dict:
+    """A partition of 1-5 segments of uncompressed V0 or V1 messages (as brokers before 0.11 wrote
+    them, and as Kafka 4.0 still reads them): keys from a small key space, offsets with gaps (a
+    cleaner ran), V1 timestamps over days, mtimes at each segment's last; indexes by our
+    rebuild-index. Returns what was generated, as `keyed_partition` does."""
+    from ..formats import legacy
+
+    directory.mkdir(parents=True)
+    magic = rng.choice((0, 1))
+    offset, timestamp, bases = 0, cases.T0 + rng.randrange(0, 30 * DAY), []
+    for _ in range(rng.randrange(1, 6)):
+        bases.append(offset)
+        data = bytearray()
+        for _ in range(rng.randrange(1, 15)):
+            timestamp += rng.choice((1, 1000, DAY // 4, DAY))
+            data += legacy.build_entry(offset, magic, rng.choice((b"a", b"b", b"c")), rng.randbytes(rng.randrange(40)),
+                                       timestamp=timestamp)
+            offset += rng.choice((1, 1, 2))
+        log = directory / f"{bases[-1]:020d}.log"
+        log.write_bytes(bytes(data))
+        os.utime(log, ns=(timestamp * 1_000_000, timestamp * 1_000_000))
+    result, _, err = run_in_process(["rebuild-index", "--no-backup", "--format", "json", "--index-interval-bytes",
+                                     str(index_interval_bytes), os.fspath(directory)], TIME_LIMIT)
+    if result.code != 0:
+        raise RuntimeError(f"rebuild-index of a generated partition: exit {result.code}: {err[-500:]}")
+    for log in directory.glob("*.log"):
+        stamp = log.stat().st_mtime_ns
+        for index in directory.glob(log.stem + ".*"):
+            os.utime(index, ns=(stamp, stamp))
+    return {"bases": bases, "log_end_offset": offset, "last_timestamp": timestamp}
+
+
 def _producer_snapshots(directory: Path, bases: list[int], log_end: int, at_log_end: bool) -> None:
     """The producer snapshots a broker leaves: at each rolled segment's base offset the state of the
     segments before it, and `at_log_end` the state at the log end offset (a clean shutdown's)."""
@@ -1181,14 +1213,16 @@ class Runner:
         return differences
 
     def retention_case(self, number: int) -> list[Difference]:
-        """Case `number`: a generated keyed partition, half of them damaged, retention decided by both
-        after a clean shutdown or not (Kafka's loader recovers the log first)."""
+        """Case `number`: a generated keyed partition (a fifth of them of V0/V1 messages), half of them
+        damaged, retention decided by both after a clean shutdown or not (Kafka's loader recovers the
+        log first)."""
         rng = random.Random(f"{self.run_seed}:kafka-retention:{number}")
         root = self.work_dir / f"retention-{number}"
         shutil.rmtree(root, ignore_errors=True)
         damaged = rng.random() < 0.5
-        generated = keyed_partition(rng, root / "logs" / "keyed-0",
-                                    index_interval_bytes=rng.choice((1, 100, 1024)) if damaged else 4096)
+        generate = legacy_partition if rng.random() < 0.2 else keyed_partition
+        generated = generate(rng, root / "logs" / "keyed-0",
+                             index_interval_bytes=rng.choice((1, 100, 1024)) if damaged else 4096)
         damages = [damage_partition(rng, root / "logs" / "keyed-0") for _ in range(damaged + (rng.random() < 0.4))]
         damages = [(kind, what) for kind, what in damages if kind != "none"]
         damage = "; ".join(what for _, what in damages) or "none"
