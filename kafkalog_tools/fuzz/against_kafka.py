@@ -655,17 +655,8 @@ def keyed_partition(rng: random.Random, directory: Path, codecs_allowed: tuple[i
                                         producer_id=producer_id, producer_epoch=epoch, base_timestamp=timestamp,
                                         max_timestamp=timestamp, partition_leader_epoch=0)
                     offset += 1
-        log = directory / f"{bases[-1]:020d}.log"
-        log.write_bytes(bytes(data))
-        os.utime(log, ns=(timestamp * 1_000_000, timestamp * 1_000_000))
-    result, _, err = run_in_process(["rebuild-index", "--no-backup", "--format", "json", "--index-interval-bytes",
-                                     str(index_interval_bytes), os.fspath(directory)], TIME_LIMIT)
-    if result.code != 0:
-        raise RuntimeError(f"rebuild-index of a generated partition: exit {result.code}: {err[-500:]}")
-    for log in directory.glob("*.log"):  # indexes get the time of their segment, as a broker leaves them
-        stamp = log.stat().st_mtime_ns
-        for index in directory.glob(log.stem + ".*"):
-            os.utime(index, ns=(stamp, stamp))
+        _write_segment(directory, bases[-1], data, timestamp)
+    _index_generated(directory, index_interval_bytes)
     if rng.random() < 0.7:
         _producer_snapshots(directory, bases, offset, at_log_end=rng.random() < 0.5)
     return {"bases": bases, "log_end_offset": offset, "last_timestamp": timestamp}
@@ -689,9 +680,21 @@ def legacy_partition(rng: random.Random, directory: Path, index_interval_bytes: 
             data += legacy.build_entry(offset, magic, rng.choice((b"a", b"b", b"c")), rng.randbytes(rng.randrange(40)),
                                        timestamp=timestamp)
             offset += rng.choice((1, 1, 2))
-        log = directory / f"{bases[-1]:020d}.log"
-        log.write_bytes(bytes(data))
-        os.utime(log, ns=(timestamp * 1_000_000, timestamp * 1_000_000))
+        _write_segment(directory, bases[-1], data, timestamp)
+    _index_generated(directory, index_interval_bytes)
+    return {"bases": bases, "log_end_offset": offset, "last_timestamp": timestamp}
+
+
+def _write_segment(directory: Path, base: int, data: bytes, timestamp: int) -> None:
+    """A generated segment's .log, its mtime at its last timestamp."""
+    log = directory / f"{base:020d}.log"
+    log.write_bytes(bytes(data))
+    os.utime(log, ns=(timestamp * 1_000_000, timestamp * 1_000_000))
+
+
+def _index_generated(directory: Path, index_interval_bytes: int) -> None:
+    """Indexes for a generated partition by our rebuild-index (both sides read the same ones), each
+    with its segment's mtime, as a broker leaves them."""
     result, _, err = run_in_process(["rebuild-index", "--no-backup", "--format", "json", "--index-interval-bytes",
                                      str(index_interval_bytes), os.fspath(directory)], TIME_LIMIT)
     if result.code != 0:
@@ -700,7 +703,6 @@ def legacy_partition(rng: random.Random, directory: Path, index_interval_bytes: 
         stamp = log.stat().st_mtime_ns
         for index in directory.glob(log.stem + ".*"):
             os.utime(index, ns=(stamp, stamp))
-    return {"bases": bases, "log_end_offset": offset, "last_timestamp": timestamp}
 
 
 def _producer_snapshots(directory: Path, bases: list[int], log_end: int, at_log_end: bool) -> None:
