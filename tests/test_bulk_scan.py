@@ -211,6 +211,45 @@ def test_search_ascending_equals_numpys_searchsorted(side):
                     np.searchsorted(haystack, needles, side).tolist(), (size, repeats)
 
 
+
+@pytest.mark.parametrize("deep", [False, True])
+def test_rows_apart_equals_the_masks_it_replaces(deep):
+    """The compiled choice of the batches verify takes one by one (`kernels.rows_apart`) against
+    the same rule in numpy: offsets at and around the segment's bounds (and wrapping past
+    Long.MAX), control batches with and without a plain marker, walked and unwalked batches of
+    every codec, negative record counts."""
+    import numpy as np
+
+    from kafkalog_tools.formats.record_batch import ATTR_CODEC, ATTR_CONTROL
+    from kafkalog_tools.native.columns import (ATTRIBUTES, BASE_OFFSET, CHECKED, LAST_OFFSET_DELTA, MARKER,
+                                               NOT_A_MARKER, RECORDS_COUNT)
+
+    rng = np.random.default_rng(11)
+    lowest, highest = 1000, 1000 + 0x7FFFFFFF
+    for n in (0, 1, 7, 5000):
+        columns = KERNEL.columns(max(n, 1))
+        columns[BASE_OFFSET, :n] = rng.choice([lowest - 1, lowest, lowest + 5, highest - 3, highest, highest + 1,
+                                               (1 << 63) - 2], n)
+        columns[LAST_OFFSET_DELTA, :n] = rng.choice([-1, 0, 2, 3, 1 << 31], n)
+        columns[ATTRIBUTES, :n] = rng.integers(0, 256, n)
+        columns[MARKER, :n] = rng.choice([NOT_A_MARKER, 0, 1], n)
+        columns[CHECKED, :n] = rng.integers(0, 2, n)
+        columns[RECORDS_COUNT, :n] = rng.choice([-1, 0, 1, 300], n)
+        rows, compressed = KERNEL.rows_apart(columns, n, lowest, highest, deep)
+
+        view = columns[:, :n]
+        base = view[BASE_OFFSET]
+        with np.errstate(over="ignore"):
+            last = base + view[LAST_OFFSET_DELTA]
+        control = (view[ATTRIBUTES] & ATTR_CONTROL != 0) & (view[MARKER] == NOT_A_MARKER)
+        apart = (base < lowest) | (last < lowest) | (last > highest) | control
+        unwalked = (view[CHECKED] == 0) & deep
+        waiting = unwalked & ~apart & (view[ATTRIBUTES] & ATTR_CODEC != 0) & (view[RECORDS_COUNT] >= 0)
+        assert rows.tolist() == np.flatnonzero(apart | unwalked).tolist(), n
+        assert compressed == int(waiting.sum()), n
+        if n == 5000:
+            assert 0 < len(rows) < n and (compressed > 0) == deep  # (the draw covers both sides)
+
 def golden_v2_logs() -> list[Path]:
     return sorted(p for p in need(GOLDEN / "logs").rglob("*.log") if p.stat().st_size)
 

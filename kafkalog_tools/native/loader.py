@@ -107,6 +107,7 @@ _SIGNATURES = {  # kernels.ENTRIES, in their argument order
     "scan": (_POINTER, _I64, _I64, _I64, _I64, _I64, _POINTER, _I64, _POINTER),
     "scan_legacy": (_POINTER, _I64, _I64, _I64, _I64, _I64, _POINTER, _I64, _POINTER),
     "agree_each": (_POINTER, _I64, _POINTER, _POINTER, _I64, _POINTER, _I64),
+    "rows_apart": (_POINTER, _I64, _I64, _I64, _I64, _I64, _POINTER, _POINTER),
     "search_ascending": (_POINTER, _I64, _POINTER, _I64, _I64, _POINTER),
     "recovery_index": (_POINTER, _I64, _I64, _I64, _POINTER, _POINTER, _POINTER, _I64),
     "replay_transactional": (_POINTER, _I64, _I64, _POINTER, _I64, _POINTER, _I64, _POINTER, _POINTER, _POINTER),
@@ -206,6 +207,16 @@ class NativeKernel:
         self._call("agree_each", _address(payloads, np.uint8), payloads.size, _address(bounds, np.int64),
                    _address(rows, np.int64), rows.size, _address(columns, np.int64, len(COLUMNS), True),
                    columns.shape[1])
+
+    def rows_apart(self, columns, n: int, lowest: int, highest: int, deep: bool) -> tuple[np.ndarray, int]:
+        """kernels.rows_apart over the first `n` rows: (those rows, how many compressed batches
+        among them wait to be walked)."""
+        if not 0 <= n <= columns.shape[1]:
+            raise ValueError(f"bulk kernel: rows_apart of {n} rows of {columns.shape[1]}")
+        rows, out = np.empty(n, dtype=np.int64), np.empty(1, dtype=np.int64)
+        count = self._call("rows_apart", _address(columns, np.int64, len(COLUMNS)), columns.shape[1], int(n),
+                           int(lowest), int(highest), int(deep), rows.ctypes.data, out.ctypes.data)
+        return rows[:count], int(out[0])
 
     def search_ascending(self, haystack, needles, side: str = "left"):
         """kernels.search_ascending: `np.searchsorted(haystack, needles, side)` for an ascending

@@ -44,7 +44,7 @@ class BulkScan:
             if magic >= 2:
                 for columns, n, position, stopped in reader.runs(position, scan.deep):
                     if n:
-                        self._accept(columns[:, :n], lowest, highest, 2)
+                        self._accept(columns, n, lowest, highest, 2)
                         reader.release_before(position)
                 continue
             # a legacy message set, its wrappers opened only where deep (each call needs the floor
@@ -54,29 +54,21 @@ class BulkScan:
                 columns = reader.columns[:, :n].copy()  # (whole rows, for the kernels)
                 if scan.deep:
                     self._open_wrappers(columns, magic)
-                self._accept(columns, lowest, highest, magic)
+                self._accept(columns, n, lowest, highest, magic)
                 reader.release_before(position)
         reader.read_anything(position != start)
         return position
 
-    def _accept(self, columns, lowest: int, highest: int, magic: int) -> None:
-        import numpy as np
-
+    def _accept(self, columns, n: int, lowest: int, highest: int, magic: int) -> None:
+        """The first `n` rows of `columns` (whole rows: the kernels read them)."""
         scan = self.scan
-        base = columns[BASE_OFFSET]
-        last = base + columns[LAST_OFFSET_DELTA]
-        control = (columns[ATTRIBUTES] & ATTR_CONTROL != 0) & (columns[MARKER] == NOT_A_MARKER)  # (a marker: read)
-        one_by_one = (base < lowest) | (last < lowest) | (last > highest) | control
-        if scan.deep:
-            compressed = np.flatnonzero((columns[bulk_scan.CHECKED] == 0) & (columns[ATTRIBUTES] & ATTR_CODEC != 0)
-                                        & ~one_by_one & (columns[RECORDS_COUNT] >= 0))
-            if len(compressed) and magic >= 2:  # (`_open_wrappers` has read V0/V1 wrappers)
-                columns = np.ascontiguousarray(columns)  # (whole rows, for the kernels)
-                self._check_compressed(columns, compressed)
-            one_by_one |= columns[bulk_scan.CHECKED] == 0
+        apart, compressed = self.kernel.rows_apart(columns, n, lowest, highest, scan.deep)
+        columns = columns[:, :n]
+        if compressed and magic >= 2:  # (`_open_wrappers` has read V0/V1 wrappers)
+            columns, apart = self._walk_compressed(columns, lowest, highest)
         start = 0
         log = scan.log
-        for row in np.flatnonzero(one_by_one).tolist():
+        for row in apart.tolist():
             if row > start:
                 scan.accept_clean(columns[:, start:row], magic)
             position = int(columns[POSITION, row])
@@ -88,6 +80,22 @@ class BulkScan:
             start = row + 1
         if start < columns.shape[1]:
             scan.accept_clean(columns[:, start:], magic)
+
+    def _walk_compressed(self, columns, lowest: int, highest: int):
+        """Where compressed batches wait to be walked: decompress them; returns the columns, their
+        rows now whole and the walked ones marked, and the rows to take one by one after
+        (`kernels.rows_apart`'s, once they are walked)."""
+        import numpy as np
+
+        base = columns[BASE_OFFSET]
+        last = base + columns[LAST_OFFSET_DELTA]
+        control = (columns[ATTRIBUTES] & ATTR_CONTROL != 0) & (columns[MARKER] == NOT_A_MARKER)  # (a marker: read)
+        one_by_one = (base < lowest) | (last < lowest) | (last > highest) | control
+        compressed = np.flatnonzero((columns[bulk_scan.CHECKED] == 0) & (columns[ATTRIBUTES] & ATTR_CODEC != 0)
+                                    & ~one_by_one & (columns[RECORDS_COUNT] >= 0))
+        columns = np.ascontiguousarray(columns)  # (whole rows, for the kernels)
+        self._check_compressed(columns, compressed)
+        return columns, np.flatnonzero(one_by_one | (columns[bulk_scan.CHECKED] == 0))
 
     def _check_compressed(self, columns, rows) -> None:
         """Decompress these batches and let the kernel walk their records (it marks those that
