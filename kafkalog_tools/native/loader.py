@@ -35,10 +35,38 @@ def load(build: bool = True) -> NativeKernel | None:
 
 def from_code(code: bytes) -> NativeKernel:
     """The kernels of this object code, mapped."""
+    _keep_freed_heap()
     try:
         return NativeKernel(*_mapped(code))
     except (elf_object.UnsupportedObject, OSError):  # not an object for this loader, or no executable pages
         return NativeKernel(*jitted(code))
+
+
+_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
+"""mallopt's parameters (glibc's malloc.h)."""
+
+
+@functools.cache
+def _keep_freed_heap() -> None:
+    """Where the kernels run, numpy works on a run's columns (65,536 rows: 512 KiB a column) with
+    temporaries that glibc gives back to the kernel as soon as they are freed (the top of the heap
+    past 1 MiB, or a mapping of its own), and the next run faults them in again, zeroed. Freed
+    memory up to 256 MiB stays in the heap instead (peak memory barely moves: +5-11 MB on a dump).
+    On a 2 GiB log dir of KRaft segments, 9 runs interleaved: `verify --shallow`'s system time
+    0.39 -> 0.23 s (wall 0.94 -> 0.86 s). glibc only, and not where the user tuned malloc through
+    the environment."""
+    if any(name.startswith(("MALLOC_", "GLIBC_TUNABLES")) for name in os.environ):
+        return
+    try:
+        libc = ctypes.CDLL(None)
+    except OSError:
+        return
+    if not hasattr(libc, "gnu_get_libc_version"):  # not glibc (musl's mallopt does nothing)
+        return
+    mallopt = libc.mallopt
+    mallopt.argtypes, mallopt.restype = (ctypes.c_int, ctypes.c_int), ctypes.c_int
+    mallopt(_M_MMAP_THRESHOLD, 32 << 20)
+    mallopt(_M_TRIM_THRESHOLD, 256 << 20)
 
 
 def _mapped(code: bytes) -> tuple[dict[str, int], _ExecutablePages]:
