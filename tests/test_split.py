@@ -136,6 +136,24 @@ def test_a_split_can_move_the_first_segment_and_the_log_start_offset(tmp_path):
     assert json.loads(result.stdout.splitlines()[-1])["first_dirty_offset"] == 3
 
 
+
+@pytest.mark.parametrize("clean", [True, False])
+def test_a_piece_on_a_later_segments_base_offset_takes_its_place(tmp_path, clean):
+    """Segment 0 holds offsets 0-2, then 3,000,000,000 and 3,000,000,001; segment 3,000,000,000 holds
+    3,000,000,002. The split's piece at 3,000,000,000 is renamed onto that segment's files, which are
+    gone with their batch. Kafka's retain (retention.bytes 100), after a clean shutdown and after
+    an unclean one: segments 0 (210 bytes) and 3000000000 (140: the piece), segment 0 deleted by size,
+    the log start offset 3000000000, the log end 3000000002."""
+    partition = tmp_path / "logs" / "t-0"
+    _segment(partition, 0, b"".join(_batch(n, timestamp=T0 + n) for n in range(3))
+             + _batch(3_000_000_000, timestamp=T0 + 9) + _batch(3_000_000_001, timestamp=T0 + 10))
+    _segment(partition, 3_000_000_000, _batch(3_000_000_002, timestamp=T0 + 20))
+    code, summary, segments = (_retention(partition, "--retention-bytes", "100") if clean else
+                               _retention(partition, "--retention-bytes", "100", "--shutdown", "unclean"))
+    assert (code, summary["new_log_start_offset"], summary["log_end_offset"]) == (0, 3_000_000_000, 3_000_000_002)
+    assert [(s["base_offset"], s["size"], s["deleted_by"]) for s in segments] == [
+        (0, 210, "size"), (3_000_000_000, 140, None)]
+
 def test_compaction_simulate_writes_the_pieces_as_the_split_leaves_them(tmp_path):
     """With nothing to clean (the cleaner checkpoint at the active segment), --simulate copies each
     segment as the loader leaves it: the pieces of the split segment 0 are its bytes 0-350, 350-560 and 560-630,
