@@ -55,7 +55,7 @@ from .formats.logdir import PartitionDir, Segment
 from .formats.offset_index import OffsetIndex
 from .formats.record_batch import (ATTR_CONTROL, ATTR_DELETE_HORIZON, ATTR_LOG_APPEND_TIME, ATTR_TRANSACTIONAL,
                                    NO_TIMESTAMP, build_batch, build_record)
-from .formats.segment import BadEntry, SegmentFile, Stop, offset_from_name
+from .formats.segment import BadEntry, SegmentFile, Stop, filename_prefix, offset_from_name
 from .formats.time_index import TimeIndex
 from .formats.txn_index import AbortedTxn, TransactionIndex
 from .recovery import (ProducerState, Rebuild, RebuildOptions, SegmentRecovery, copy_prefix,
@@ -534,7 +534,7 @@ class _TransactionFilter:
             raise CorruptDataError(
                 f"IllegalArgumentException: The last offset of appended transactions must increase sequentially, "
                 f"but {txn.last_offset} is not greater than current last offset {index[-1].last_offset} of index "
-                f"{self.cleaned_base:020d}.txnindex.cleaned", path=batch.path, position=batch.position)
+                f"{filename_prefix(self.cleaned_base)}.txnindex.cleaned", path=batch.path, position=batch.position)
         index.append(txn)
 
     def add(self, aborted: list[AbortedTxn]) -> None:
@@ -953,7 +953,7 @@ def _write_partition(report: CompactionReport, partition: PartitionDir, staging:
     for segment in report.segments:
         if segment.base_offset in merged:
             continue
-        with open(staging / f"{segment.base_offset:020d}.log", "wb") as out:
+        with open(staging / f"{filename_prefix(segment.base_offset)}.log", "wb") as out:
             if segment.base_offset not in groups:  # not cleaned: its bytes as loaded, unreadable ones too
                 source, start = segment.loaded_from or (segment.file, 0)
                 copy_prefix(Path(source), out, segment.size, start)

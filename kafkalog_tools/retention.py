@@ -41,7 +41,7 @@ from .formats.txn_index import TransactionIndex
 from .producer_rebuild import LoadedSegment, Snapshots, entry_lookup, index_lookup, rebuild_producer_state
 from .recovery import (DEFAULT_INDEX_INTERVAL_BYTES, InvalidOffsetError, ProducerState, SegmentOffsetOverflowError,
                        SegmentRecovery, first_offset, read_next_offset, recover_segment, translate_offset)
-from .split import has_overflow, split_segment, write_pieces
+from .split import has_overflow, left_by_failed_recovery, split_segment, write_pieces
 
 DEFAULT_RETENTION_MS = 7 * 24 * 60 * 60 * 1000  # retention.ms
 UNLIMITED = -1  # retention.bytes default; -1 also switches retention.ms off
@@ -229,7 +229,7 @@ def _retrying_on_overflow(loaded: LoadedLog, snapshots: Snapshots, held: list[Lo
         try:
             return load()
         except SegmentOffsetOverflowError as overflow:
-            pieces = _split(loaded, snapshots, overflow)
+            pieces = _split(loaded, snapshots, overflow, in_segment_map=held is not None)
             if held is not None:
                 bases = {piece.base_offset for piece in pieces}
                 held[:] = sorted([h for h in held if h.base_offset not in bases and h.path != Path(overflow.path)]
@@ -237,10 +237,14 @@ def _retrying_on_overflow(loaded: LoadedLog, snapshots: Snapshots, held: list[Lo
                                     for p in pieces], key=lambda h: h.base_offset)
 
 
-def _split(loaded: LoadedLog, snapshots: Snapshots, overflow: SegmentOffsetOverflowError) -> list[Segment]:
+def _split(loaded: LoadedLog, snapshots: Snapshots, overflow: SegmentOffsetOverflowError,
+           in_segment_map: bool) -> list[Segment]:
     """LocalLog.splitOverflowedSegment of the segment whose recovery threw `overflow`, and
-    replaceSegments: the pieces take its place (and that of any other segment at a piece's base
-    offset, keeping its .txnindex); its producer snapshot goes unless a piece starts where it did."""
+    replaceSegments: the pieces take the place of any segment at a piece's base offset (keeping its
+    .txnindex), and the split segment's where it is `in_segment_map` (recoverLog's), its producer
+    snapshot going unless a piece starts where it did. Else (loadSegmentFiles recovered it) its files
+    stay beside the pieces, with the indexes the failed recovery left (`split.left_by_failed_recovery`;
+    found live: Kafka kept segment 0 and deleted it by size)."""
     segment = next(s for s in loaded.files if s.log is not None and os.fspath(s.log) == overflow.path)
     failed = loaded.recovered.pop(segment.base_offset)
     with SegmentFile(segment.log) as log:
@@ -259,6 +263,10 @@ def _split(loaded: LoadedLog, snapshots: Snapshots, overflow: SegmentOffsetOverf
         files = write_pieces(pieces, log, directory)
     loaded.pieces.update({str(file.log): (str(segment.log), piece.start) for file, piece in zip(files, pieces)})
     by_base = {s.base_offset: s for s in loaded.files if s is not segment}
+    kept = not in_segment_map and segment.base_offset not in {piece.base_offset for piece in files}
+    if kept:
+        by_base[segment.base_offset] = left_by_failed_recovery(segment, failed.index_bytes(), failed.timeindex_bytes(),
+                                                               directory)
     for piece in files:
         replaced = by_base.pop(piece.base_offset, None)
         if replaced is not None:
@@ -266,7 +274,7 @@ def _split(loaded: LoadedLog, snapshots: Snapshots, overflow: SegmentOffsetOverf
             loaded.recovered.pop(piece.base_offset, None)
         by_base[piece.base_offset] = piece
     loaded.files = [by_base[base] for base in sorted(by_base)]
-    if segment.base_offset not in {piece.base_offset for piece in files}:
+    if segment.base_offset not in {piece.base_offset for piece in files} and not kept:
         snapshots.remove(segment.base_offset)
     loaded.splits.append(f"{segment.log}: {overflow.message}: Kafka's loader splits the segment (KAFKA-6264) into "
                          f"segments at base offsets {', '.join(str(p.base_offset) for p in files)}, then loads the log "

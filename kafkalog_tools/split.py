@@ -23,6 +23,10 @@ appendFromFile, appendChunkFromFile, append, onBecomeInactiveSegment).
   segment.index.bytes allows (10 MiB: a million entries), which a piece of at most 2 GiB, one entry a
   chunk, cannot reach: no full-index check is modelled.
 - The pieces' files get the segment's .log mtime; they have no .txnindex.
+- replaceSegments removes the split segment only from the loader's segment map. Where the split
+  comes from a segment loadSegmentFiles recovers (no .index, say), that segment is not in the map
+  yet: its files stay, unless a piece at its base offset is renamed onto them, with the offset and
+  time index the failed recovery left (`left_by_failed_recovery`), and the next pass loads it too.
 """
 from __future__ import annotations
 
@@ -35,7 +39,7 @@ from .errors import KafkaLogError
 from .formats import offset_index, time_index
 from .formats.batch import INT32_MAX, NO_TIMESTAMP
 from .formats.logdir import Segment
-from .formats.segment import LOG_OVERHEAD, SegmentFile
+from .formats.segment import LOG_OVERHEAD, SegmentFile, filename_prefix
 from .recovery import (EntryColumns, append_offset_entry, entry_last_offset, entry_magic, first_offset,
                        maybe_append_time_entry, shallow_entries)
 
@@ -146,7 +150,7 @@ def write_pieces(pieces: list[Piece], log: SegmentFile, directory: Path) -> list
     mtime_ns = log.mtime_ms * 1_000_000
     segments = []
     for piece in pieces:
-        stem = directory / f"{piece.base_offset:020d}"
+        stem = directory / filename_prefix(piece.base_offset)
         files = (stem.with_suffix(".log"), stem.with_suffix(".index"), stem.with_suffix(".timeindex"))
         files[0].write_bytes(log.buffer[piece.start:piece.end])
         files[1].write_bytes(offset_index.build(list(piece.offset_entries), piece.base_offset))
@@ -155,3 +159,24 @@ def write_pieces(pieces: list[Piece], log: SegmentFile, directory: Path) -> list
             os.utime(path, ns=(mtime_ns, mtime_ns))
         segments.append(Segment(piece.base_offset, *files))
     return segments
+
+
+MAX_INDEX_SIZE = 10 << 20
+"""segment.index.bytes' default: the size a new index file is created at (AbstractIndex)."""
+
+
+def left_by_failed_recovery(segment: Segment, index: bytes, timeindex: bytes, directory: Path) -> Segment:
+    """The segment with the index files a recovery that threw leaves (`index`, `timeindex`: the
+    entries it appended): created at MAX_INDEX_SIZE, rounded down to whole entries, and never trimmed,
+    as a segment that is closed would be; zero-filled after the entries (the files are sparse)."""
+    (directory / "left").mkdir(exist_ok=True)
+    stem = directory / "left" / filename_prefix(segment.base_offset)
+    files = []
+    for suffix, data, entry in ((".index", index, offset_index.ENTRY.size), (".timeindex", timeindex,
+                                                                            time_index.ENTRY.size)):
+        path = stem.with_suffix(suffix)
+        with open(path, "wb") as out:
+            out.write(data)
+            out.truncate(MAX_INDEX_SIZE - MAX_INDEX_SIZE % entry)
+        files.append(path)
+    return Segment(segment.base_offset, segment.log, *files, segment.txnindex)

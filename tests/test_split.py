@@ -154,6 +154,36 @@ def test_a_piece_on_a_later_segments_base_offset_takes_its_place(tmp_path, clean
     assert [(s["base_offset"], s["size"], s["deleted_by"]) for s in segments] == [
         (0, 210, "size"), (3_000_000_000, 140, None)]
 
+
+@pytest.mark.parametrize("first, clean, kafka_says", [
+    # after a clean shutdown the split comes from loadSegmentFiles' recovery of segment 0 (no .index),
+    # before segment 0 is in the segment map: replaceSegments leaves its files, and the next pass
+    # loads it with the indexes the failed recovery left
+    (2, True, ([(0, 140, "size"), (2, 70, None), (3_000_000_000, 70, None)], 2)),
+    # after an unclean one, recoverLog recovers segment 0 again, from the map: split, it goes
+    (2, False, ([(2, 70, None), (3_000_000_000, 70, None)], 2)),
+    # a piece at a negative base offset, named -00000000000000000005.log; segment 0 kept, its time
+    # index's zero-filled last slot a timestamp of 0: deleted by time
+    (-5, True, ([(-5, 70, "log-start-offset"), (0, 140, "time"), (3_000_000_000, 70, None)], 3_000_000_000)),
+    (-5, False, ([(-5, 70, None), (3_000_000_000, 70, None)], 0)),
+])
+def test_a_split_segment_whose_first_batch_is_elsewhere(tmp_path, first, clean, kafka_says):
+    """Segment 0 (no .index) holds a batch at `first` (not 0), then 3,000,000,000: the pieces start
+    at `first` and 3000000000, none at 0. Kafka's retain (retention.bytes 100, retention.ms 7 days),
+    checked live: the segments it judges, how, and the new log start offset; the log end is
+    3000000001 throughout. We had dropped segment 0 after a clean shutdown too, and could not name a
+    piece at a negative offset ('segment file name does not start with a base offset')."""
+    partition = tmp_path / "logs" / "t-0"
+    _segment(partition, 0, _batch(first) + _batch(3_000_000_000, timestamp=T0 + 9))
+    result = CliRunner().invoke(cli, ["retention", "--format", "json", "--now", str(T0 + 10**6), "--retention-bytes",
+                                      "100", "--shutdown", "clean" if clean else "unclean", str(partition)])
+    objects = [json.loads(line) for line in result.stdout.splitlines()]
+    segments, summary = objects[:-1], objects[-1]
+    assert (result.exit_code, summary["log_end_offset"]) == (0, 3_000_000_001), summary
+    assert ([(o["base_offset"], o["size"], o["deleted_by"]) for o in segments], summary["new_log_start_offset"]) \
+        == kafka_says
+    assert sorted(p.name for p in partition.iterdir()) == ["00000000000000000000.log"]  # nothing written
+
 def test_compaction_simulate_writes_the_pieces_as_the_split_leaves_them(tmp_path):
     """With nothing to clean (the cleaner checkpoint at the active segment), --simulate copies each
     segment as the loader leaves it: the pieces of the split segment 0 are its bytes 0-350, 350-560 and 560-630,

@@ -23,8 +23,8 @@ from ..errors import InputError
 PARTITION_DIR = re.compile(
     r"^(?P<topic>.+)-(?P<partition>\d+)(?:\.(?P<unique_id>[0-9a-fA-F]{32})-(?P<suffix>delete|future|stray))?$"
 )
-SEGMENT_FILE = re.compile(r"^(?P<offset>\d{20})(?P<suffix>\.log|\.index|\.timeindex|\.txnindex)$")
-SNAPSHOT_FILE = re.compile(r"^(?P<offset>\d{20})\.snapshot$")
+SEGMENT_FILE = re.compile(r"^(?P<offset>-?\d{20})(?P<suffix>\.log|\.index|\.timeindex|\.txnindex)$")
+SNAPSHOT_FILE = re.compile(r"^(?P<offset>-?\d{20})\.snapshot$")
 KRAFT_SNAPSHOT_FILE = re.compile(r"^(?P<offset>\d{20})-(?P<epoch>\d{10})\.checkpoint$")
 LEFTOVER_SUFFIXES = (".deleted", ".cleaned", ".swap")
 CLEAN_SHUTDOWN = ".kafka_cleanshutdown"

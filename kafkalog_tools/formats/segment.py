@@ -59,9 +59,18 @@ class BadEntry:
 
 
 def offset_from_name(path: str | os.PathLike) -> int | None:
-    """LogFileUtils.offsetFromFileName: the digits before the first dot, if they are digits."""
+    """LogFileUtils.offsetFromFileName: the digits before the first dot, if they are digits (after a
+    minus sign: Kafka names the segment of a negative base offset so, see `filename_prefix`)."""
     stem = os.path.basename(os.fspath(path)).split(".", 1)[0]
-    return int(stem) if stem.isdigit() else None
+    digits = stem[1:] if stem.startswith("-") else stem
+    return (-int(digits) if stem.startswith("-") else int(digits)) if digits.isdigit() else None
+
+
+def filename_prefix(offset: int) -> str:
+    """LogFileUtils.filenamePrefixFromOffset: 20 digits at least, no grouping, a minus sign before a
+    negative offset's (the loader's split names a piece after its first batch's base offset, whatever
+    it is: -5 gives -00000000000000000005.log)."""
+    return f"{offset:020d}" if offset >= 0 else f"-{-offset:020d}"
 
 
 def open_readonly(path: str | os.PathLike):
