@@ -39,8 +39,8 @@ from .formats.segment import SegmentFile, offset_from_name
 from .formats.time_index import TimeIndex
 from .formats.txn_index import TransactionIndex
 from .producer_rebuild import LoadedSegment, Snapshots, entry_lookup, index_lookup, rebuild_producer_state
-from .recovery import (DEFAULT_INDEX_INTERVAL_BYTES, InvalidOffsetError, ProducerState, SegmentOffsetOverflowError,
-                       SegmentRecovery, first_offset, read_next_offset, recover_segment, translate_offset)
+from .recovery import (DEFAULT_INDEX_INTERVAL_BYTES, InvalidOffsetError, LeaderEpochs, ProducerState,
+                       SegmentOffsetOverflowError, SegmentRecovery, first_offset, read_next_offset, recover_segment, translate_offset)
 from .split import has_overflow, left_by_failed_recovery, split_segment, write_pieces
 
 DEFAULT_RETENTION_MS = 7 * 24 * 60 * 60 * 1000  # retention.ms
@@ -85,6 +85,9 @@ class LoadedLog:
     log_end_offset: int | None = None
     recovered: dict[int, SegmentRecovery] = field(default_factory=dict)
     """base offset -> the (latest) recovery of a segment"""
+    epochs: LeaderEpochs = field(default_factory=LeaderEpochs)
+    """The log's leader epoch cache, as its checkpoint starts it: every recovery of the load moves it,
+    passes after a split included (a piece recovered again assigns no epoch the cache has)."""
     failure: str | None = None
     segments: list[LoadedSegment] = field(default_factory=list)
     """The segments as loaded, each ending where its recovery cut it; those deleted are not here."""
@@ -162,7 +165,7 @@ def load_log(partition: PartitionDir, segments: list[Segment], checkpoint_start:
     the log start lies past the log end and every segment goes. `expiry`: (now,
     producer.id.expiration.ms), the producers a snapshot load drops (None: none, where only whether
     the loader throws matters)."""
-    loaded = LoadedLog(files=list(segments), directory=partition.path)
+    loaded = LoadedLog(files=list(segments), directory=partition.path, epochs=LeaderEpochs.of(partition))
     try:
         snapshots = Snapshots(partition.snapshots, expiry)
         held = _retrying_on_overflow(loaded, snapshots, None,
@@ -261,12 +264,21 @@ def _split(loaded: LoadedLog, snapshots: Snapshots, overflow: SegmentOffsetOverf
         directory = Path(loaded.scratch.name) / str(len(loaded.splits))
         directory.mkdir()
         files = write_pieces(pieces, log, directory)
+    split_at = {file.base_offset for file in files}
+    left_out = ""
+    if in_segment_map:
+        # replaceSegments adds the pieces to the map, then takes the split segment's base offset out
+        # of it unless the lowest piece starts there: a later piece there is left out (its files stay)
+        lowest = min(file.base_offset for file in files)
+        if lowest != segment.base_offset and segment.base_offset in split_at:
+            left_out = f" (the piece at {segment.base_offset} is left out of the loader's segment map)"
+        files, pieces = map(list, zip(*[(file, piece) for file, piece in zip(files, pieces)
+                                        if file.base_offset != segment.base_offset or file.base_offset == lowest]))
     loaded.pieces.update({str(file.log): (str(segment.log), piece.start) for file, piece in zip(files, pieces)})
     by_base = {s.base_offset: s for s in loaded.files if s is not segment}
-    kept = not in_segment_map and segment.base_offset not in {piece.base_offset for piece in files}
-    if kept:
+    if not in_segment_map:  # (a piece at its base offset takes its place, and the .txnindex left)
         by_base[segment.base_offset] = left_by_failed_recovery(segment, failed.index_bytes(), failed.timeindex_bytes(),
-                                                               directory)
+                                                               failed.txnindex_bytes(), directory)
     for piece in files:
         replaced = by_base.pop(piece.base_offset, None)
         if replaced is not None:
@@ -274,11 +286,11 @@ def _split(loaded: LoadedLog, snapshots: Snapshots, overflow: SegmentOffsetOverf
             loaded.recovered.pop(piece.base_offset, None)
         by_base[piece.base_offset] = piece
     loaded.files = [by_base[base] for base in sorted(by_base)]
-    if segment.base_offset not in {piece.base_offset for piece in files} and not kept:
+    if in_segment_map and segment.base_offset not in split_at:
         snapshots.remove(segment.base_offset)
     loaded.splits.append(f"{segment.log}: {overflow.message}: Kafka's loader splits the segment (KAFKA-6264) into "
-                         f"segments at base offsets {', '.join(str(p.base_offset) for p in files)}, then loads the log "
-                         f"again")
+                         f"segments at base offsets {', '.join(str(p.base_offset) for p in files)}{left_out}, then loads "
+                         f"the log again")
     return files
 
 
@@ -348,7 +360,7 @@ def _recover_segment(before: list[LoadedSegment], segment: LoadedSegment, snapsh
     state, last_snapshot = rebuild_producer_state(before, snapshots, checkpoint_start, segment.base_offset,
                                                   clean_shutdown=False)
     with SegmentFile(segment.path, max_bytes=segment.end) as log:
-        recovery = recover_segment(log, state)
+        recovery = recover_segment(log, state, epochs=loaded.epochs)
     loaded.recovered[segment.base_offset] = recovery
     if recovery.failure is None and (recovery.map_end_offset or 0) > last_snapshot:
         snapshots.take(recovery.map_end_offset, state)

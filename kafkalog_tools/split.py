@@ -25,8 +25,9 @@ appendFromFile, appendChunkFromFile, append, onBecomeInactiveSegment).
 - The pieces' files get the segment's .log mtime; they have no .txnindex.
 - replaceSegments removes the split segment only from the loader's segment map. Where the split
   comes from a segment loadSegmentFiles recovers (no .index, say), that segment is not in the map
-  yet: its files stay, unless a piece at its base offset is renamed onto them, with the offset and
-  time index the failed recovery left (`left_by_failed_recovery`), and the next pass loads it too.
+  yet: its files stay, with the indexes the failed recovery left (`left_by_failed_recovery`), and the
+  next pass loads it too; a piece at its base offset is renamed onto its .log, .index and .timeindex,
+  and takes the .txnindex that recovery wrote.
 """
 from __future__ import annotations
 
@@ -165,10 +166,13 @@ MAX_INDEX_SIZE = 10 << 20
 """segment.index.bytes' default: the size a new index file is created at (AbstractIndex)."""
 
 
-def left_by_failed_recovery(segment: Segment, index: bytes, timeindex: bytes, directory: Path) -> Segment:
-    """The segment with the index files a recovery that threw leaves (`index`, `timeindex`: the
-    entries it appended): created at MAX_INDEX_SIZE, rounded down to whole entries, and never trimmed,
-    as a segment that is closed would be; zero-filled after the entries (the files are sparse)."""
+def left_by_failed_recovery(segment: Segment, index: bytes, timeindex: bytes, txnindex: bytes,
+                            directory: Path) -> Segment:
+    """The segment with the index files a recovery that threw leaves (`index`, `timeindex`,
+    `txnindex`: the entries it appended). The offset and time index were created at MAX_INDEX_SIZE,
+    rounded down to whole entries, and are never trimmed, as a segment that is closed would be:
+    zero-filled after the entries (the files are sparse). The .txnindex was emptied (reset) and holds
+    the aborted transactions the recovery completed."""
     (directory / "left").mkdir(exist_ok=True)
     stem = directory / "left" / filename_prefix(segment.base_offset)
     files = []
@@ -179,4 +183,8 @@ def left_by_failed_recovery(segment: Segment, index: bytes, timeindex: bytes, di
             out.write(data)
             out.truncate(MAX_INDEX_SIZE - MAX_INDEX_SIZE % entry)
         files.append(path)
-    return Segment(segment.base_offset, segment.log, *files, segment.txnindex)
+    aborted = None
+    if txnindex:
+        aborted = stem.with_suffix(".txnindex")
+        aborted.write_bytes(txnindex)
+    return Segment(segment.base_offset, segment.log, *files, aborted)

@@ -184,6 +184,68 @@ def test_a_split_segment_whose_first_batch_is_elsewhere(tmp_path, first, clean, 
         == kafka_says
     assert sorted(p.name for p in partition.iterdir()) == ["00000000000000000000.log"]  # nothing written
 
+
+def test_the_piece_at_the_split_segments_base_offset_keeps_the_txnindex_its_failed_recovery_wrote(tmp_path):
+    """Segment 0 (no .index, no .txnindex) holds producer 2's transaction at 0-1, its ABORT at 2, k at
+    3 and 4, then 3,000,000,000. After a clean shutdown loadSegmentFiles recovers segment 0: the
+    recovery writes the aborted transaction to 0.txnindex before it meets the overflow, and the piece
+    at 0 is renamed onto segment 0's files, that .txnindex among them. Kafka's clean (checked live):
+    the cleaned segment 0 is 148 bytes, the aborted batches gone, its .txnindex that transaction
+    (producer 2, 0-2, last stable offset 3). We kept the aborted batches (291 bytes) and no .txnindex
+    (differential run, seed 24119, compaction cases 52, 259 and 284)."""
+    from kafkalog_tools.formats.control import CONTROL_KEY, END_TXN_MARKER
+    from kafkalog_tools.formats.record_batch import ATTR_CONTROL, ATTR_TRANSACTIONAL
+
+    def batch(offset: int, key: bytes, **fields) -> bytes:
+        timestamp = T0 + offset % 1000
+        return build_batch(offset, [build_record(0, 0, key, b"v")], base_timestamp=timestamp, max_timestamp=timestamp,
+                           **fields)
+
+    transactional = dict(attributes=ATTR_TRANSACTIONAL, producer_id=2, producer_epoch=0)
+    abort = build_batch(2, [build_record(0, 0, CONTROL_KEY.build(dict(version=0, type=0)),
+                                         END_TXN_MARKER.build(dict(version=0, coordinator_epoch=0)))],
+                        attributes=ATTR_TRANSACTIONAL | ATTR_CONTROL, producer_id=2, producer_epoch=0,
+                        base_timestamp=T0 + 2, max_timestamp=T0 + 2)
+    partition = tmp_path / "logs" / "t-0"
+    _segment(partition, 3_000_000_001, batch(3_000_000_001, b"q"), indexed=True)
+    _segment(partition, 0, batch(0, b"a", base_sequence=0, **transactional)
+             + batch(1, b"b", base_sequence=1, **transactional) + abort + batch(3, b"k") + batch(4, b"k")
+             + batch(3_000_000_000, b"z"))
+    (partition.parent / ".kafka_cleanshutdown").write_bytes(b"")
+    out = tmp_path / "out"
+    result = CliRunner().invoke(cli, ["compaction", "--simulate", "--output-dir", str(out), "--now", str(T0 + 10**6),
+                                      "--min-cleanable-ratio", "0.01", "--format", "json", str(partition)])
+    assert result.exit_code == 0, result.output
+    cleaned = out / "t-0" / "00000000000000000000.log"
+    assert cleaned.stat().st_size == 148
+    assert cleaned.with_suffix(".txnindex").read_bytes().hex() == \
+        "0000" + "0000000000000002" + "0000000000000000" + "0000000000000002" + "0000000000000003"  # (Kafka's file)
+
+
+@pytest.mark.parametrize("epoch", [-1, 0])
+def test_a_later_piece_at_the_split_segments_base_offset_is_left_out_of_the_segment_map(tmp_path, epoch):
+    """Segment 0 (indexed: recoverLog meets the overflow, after an unclean shutdown) holds 0-2, then
+    -5, then 3,000,000,000: pieces 0, -5 and 3000000000. replaceSegments adds them to the segment map,
+    then removes the split segment's base offset, 0, since the lowest piece does not start there: the
+    piece at 0 is gone from the log. Kafka's retain (retention.bytes 100), checked live: segments -5
+    and 3000000000 (70 bytes each), none deleted, log start 0, log end 3000000001 (differential
+    run, seed 24120, retention case 186: we kept the piece at 0 and deleted it by size). With leader
+    epoch 0 on every batch, the log's one leader epoch cache has epoch 0 from the failed recovery of
+    segment 0, so recovering the piece at -5 assigns nothing (a cache of each segment's own threw:
+    "Received invalid partition leader epoch entry")."""
+    def batch(offset: int, timestamp: int) -> bytes:
+        return build_batch(offset, [build_record(0, 0, b"k", b"v")], base_timestamp=timestamp,
+                           max_timestamp=timestamp, partition_leader_epoch=epoch)
+
+    partition = tmp_path / "logs" / "t-0"
+    _segment(partition, 0, b"".join(batch(n, T0 + n) for n in range(3)) + batch(-5, T0 + 5)
+             + batch(3_000_000_000, T0 + 9), indexed=True)
+    code, summary, segments = _retention(partition, "--retention-bytes", "100", "--shutdown", "unclean")
+    assert (code, summary["new_log_start_offset"], summary["log_end_offset"]) == (0, 0, 3_000_000_001)
+    assert [(s["base_offset"], s["size"], s["deleted_by"]) for s in segments] == [(-5, 70, None),
+                                                                                  (3_000_000_000, 70, None)]
+    assert any("the piece at 0 is left out of the loader's segment map" in note for note in summary["notes"])
+
 def test_compaction_simulate_writes_the_pieces_as_the_split_leaves_them(tmp_path):
     """With nothing to clean (the cleaner checkpoint at the active segment), --simulate copies each
     segment as the loader leaves it: the pieces of the split segment 0 are its bytes 0-350, 350-560 and 560-630,
