@@ -178,6 +178,9 @@ class CompactionReport:
     """Why Kafka cannot clean the partition at all: its loader or its cleaner throws."""
     log_start_offset: int = 0
     log_end_offset: int = 0
+    loader_empties_log: bool = False
+    """The log start offset lies past the log end: the loader deletes every segment and starts the
+    log again with an empty segment at the log start offset."""
     high_watermark: int = 0
     high_watermark_source: str = ""
     last_stable_offset: int = 0
@@ -362,6 +365,7 @@ def analyze_partition(partition: PartitionDir, settings: CompactionSettings | No
     if report.log_start_offset > report.log_end_offset:
         report.notes.append(f"the log start offset {report.log_start_offset} is beyond the log end offset "
                             f"{report.log_end_offset}: Kafka's loader deletes every segment")
+        report.loader_empties_log = True
         report.would_clean, report.clean_reason = False, "no bytes to clean"
         return report
     with ExitStack() as open_files:
@@ -945,6 +949,9 @@ def _write_txn_indexes(report: CompactionReport, target: Path) -> None:
 
 
 def _write_partition(report: CompactionReport, partition: PartitionDir, staging: Path) -> None:
+    if report.loader_empties_log:  # (found by the differential run, seed 24122, compaction case 251)
+        (staging / f"{filename_prefix(report.log_start_offset)}.log").write_bytes(b"")
+        return
     groups = {group[0]: group for group in report.groups}
     merged = {base for group in report.groups for base in group[1:]}
     by_segment: dict[int, list[BatchPlan]] = {}

@@ -1540,3 +1540,24 @@ def test_the_first_unstable_offset_is_the_base_offset_of_the_batch_its_lookup_fi
     result = CliRunner().invoke(cli, ["compaction", "--format", "json", "--now", str(T0 + 10**6), str(partition)])
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout.splitlines()[-1])["last_stable_offset"] == 4
+
+
+def test_where_the_loader_empties_the_log_the_simulated_cleaning_leaves_its_new_empty_segment(tmp_path):
+    """Segment 0 holds 0-2 and the log-start-offset checkpoint says 10: after a clean shutdown Kafka's
+    loader deletes every segment and starts the log again at 10. Kafka's clean (checked live) leaves
+    one empty segment, 00000000000000000010.log; our --simulate wrote none (differential run, seed
+    24122, compaction case 251, where a damaged last batch put the log end below the log start)."""
+    partition = tmp_path / "logs" / "t-0"
+    partition.mkdir(parents=True)
+    (partition / f"{0:020d}.log").write_bytes(b"".join(
+        build_batch(n, [build_record(0, 0, b"k", b"v")], base_timestamp=T0 + n, max_timestamp=T0 + n) for n in range(3)))
+    for suffix in (".index", ".timeindex"):
+        (partition / f"{0:020d}{suffix}").write_bytes(b"")
+    (partition.parent / ".kafka_cleanshutdown").write_bytes(b"")
+    (partition.parent / "log-start-offset-checkpoint").write_text("0\n1\nt 0 10\n")
+    out = tmp_path / "out"
+    result = CliRunner().invoke(cli, ["compaction", "--simulate", "--output-dir", str(out), "--now", str(T0 + 10**6),
+                                      "--format", "json", str(partition)])
+    assert result.exit_code == 0, result.output
+    assert [(p.name, p.stat().st_size) for p in sorted((out / "t-0").glob("*.log"))] == \
+        [("00000000000000000010.log", 0)]
