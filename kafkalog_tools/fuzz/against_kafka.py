@@ -792,20 +792,26 @@ def _damage_txn_index(rng: random.Random, kind: str, directory: Path) -> tuple[s
 def _overflow_offsets(rng: random.Random, kind: str, logs: list[Path]) -> tuple[str, str]:
     """A segment as KAFKA-6264 left old ones: from a batch on, its offsets jump by more than Int.MaxValue
     past its base offset, for the rest of the segment or for that batch only (a V2 batch's CRC does
-    not cover its base offset). Kafka's loader splits such a segment where a recovery meets it."""
+    not cover its base offset), or below it. Kafka's loader splits such a segment where a recovery
+    meets it; with its .index gone (a third of the time) that is loadSegmentFiles' recovery, whatever
+    the shutdown, which leaves the split segment's files beside the pieces."""
     picked = _pick_non_empty(rng, logs)
     if picked is None:
         return "none", "none"
     victim, stamp, data = picked
     starts = _entry_starts(data)
     first = rng.randrange(len(starts))
-    jump = rng.choice((1 << 31, (1 << 32) + rng.randrange(100), 1 << 45))
+    jump = rng.choice((1 << 31, (1 << 32) + rng.randrange(100), 1 << 45, -(1 << 31) - rng.randrange(100)))
     jumped = starts[first:] if rng.random() < 0.7 else starts[first:first + 1]
     for at in jumped:
         data[at:at + 8] = (int.from_bytes(data[at:at + 8], "big", signed=True) + jump).to_bytes(8, "big", signed=True)
     victim.write_bytes(bytes(data))
     os.utime(victim, ns=(stamp, stamp))
-    return kind, f"{kind}: {len(jumped)} batches from byte {starts[first]} of {victim.name} moved up by {jump}"
+    unindexed = rng.random() < 1 / 3 and victim.with_suffix(".index").exists()
+    if unindexed:
+        victim.with_suffix(".index").unlink()
+    return kind, (f"{kind}: {len(jumped)} batches from byte {starts[first]} of {victim.name} moved by {jump}"
+                  + (", its .index deleted" if unindexed else ""))
 
 
 def _damage_snapshot(rng: random.Random, kind: str, directory: Path) -> tuple[str, str]:
