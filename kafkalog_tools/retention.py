@@ -40,7 +40,8 @@ from .formats.time_index import TimeIndex
 from .formats.txn_index import TransactionIndex
 from .producer_rebuild import LoadedSegment, Snapshots, entry_lookup, index_lookup, rebuild_producer_state
 from .recovery import (DEFAULT_INDEX_INTERVAL_BYTES, InvalidOffsetError, LeaderEpochs, ProducerState,
-                       SegmentOffsetOverflowError, SegmentRecovery, first_offset, read_next_offset, recover_segment, translate_offset)
+                       SegmentOffsetOverflowError, SegmentRecovery, first_offset, read_next_offset, recover_segment,
+                       translate_offset)
 from .split import has_overflow, left_by_failed_recovery, split_segment, write_pieces
 
 DEFAULT_RETENTION_MS = 7 * 24 * 60 * 60 * 1000  # retention.ms
@@ -266,14 +267,12 @@ def _split(loaded: LoadedLog, snapshots: Snapshots, overflow: SegmentOffsetOverf
         files = write_pieces(pieces, log, directory)
     split_at = {file.base_offset for file in files}
     left_out = ""
-    if in_segment_map:
-        # replaceSegments adds the pieces to the map, then takes the split segment's base offset out
-        # of it unless the lowest piece starts there: a later piece there is left out (its files stay)
-        lowest = min(file.base_offset for file in files)
-        if lowest != segment.base_offset and segment.base_offset in split_at:
-            left_out = f" (the piece at {segment.base_offset} is left out of the loader's segment map)"
-        files, pieces = map(list, zip(*[(file, piece) for file, piece in zip(files, pieces)
-                                        if file.base_offset != segment.base_offset or file.base_offset == lowest]))
+    # replaceSegments adds the pieces to the map, then takes the split segment's base offset out of
+    # it unless the lowest piece starts there: a later piece there is left out (its files stay)
+    if in_segment_map and segment.base_offset in split_at and min(split_at) != segment.base_offset:
+        left_out = f" (the piece at {segment.base_offset} is left out of the loader's segment map)"
+        kept = [at for at, file in enumerate(files) if file.base_offset != segment.base_offset]
+        files, pieces = [files[at] for at in kept], [pieces[at] for at in kept]
     loaded.pieces.update({str(file.log): (str(segment.log), piece.start) for file, piece in zip(files, pieces)})
     by_base = {s.base_offset: s for s in loaded.files if s is not segment}
     if not in_segment_map:  # (a piece at its base offset takes its place, and the .txnindex left)
@@ -288,9 +287,9 @@ def _split(loaded: LoadedLog, snapshots: Snapshots, overflow: SegmentOffsetOverf
     loaded.files = [by_base[base] for base in sorted(by_base)]
     if in_segment_map and segment.base_offset not in split_at:
         snapshots.remove(segment.base_offset)
+    bases = ", ".join(str(file.base_offset) for file in files)
     loaded.splits.append(f"{segment.log}: {overflow.message}: Kafka's loader splits the segment (KAFKA-6264) into "
-                         f"segments at base offsets {', '.join(str(p.base_offset) for p in files)}{left_out}, then loads "
-                         f"the log again")
+                         f"segments at base offsets {bases}{left_out}, then loads the log again")
     return files
 
 

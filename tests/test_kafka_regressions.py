@@ -1549,8 +1549,9 @@ def test_where_the_loader_empties_the_log_the_simulated_cleaning_leaves_its_new_
     24122, compaction case 251, where a damaged last batch put the log end below the log start)."""
     partition = tmp_path / "logs" / "t-0"
     partition.mkdir(parents=True)
-    (partition / f"{0:020d}.log").write_bytes(b"".join(
-        build_batch(n, [build_record(0, 0, b"k", b"v")], base_timestamp=T0 + n, max_timestamp=T0 + n) for n in range(3)))
+    (partition / f"{0:020d}.log").write_bytes(b"".join(build_batch(n, [build_record(0, 0, b"k", b"v")],
+                                                               base_timestamp=T0 + n, max_timestamp=T0 + n)
+                                                   for n in range(3)))
     for suffix in (".index", ".timeindex"):
         (partition / f"{0:020d}{suffix}").write_bytes(b"")
     (partition.parent / ".kafka_cleanshutdown").write_bytes(b"")
