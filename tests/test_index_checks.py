@@ -6,6 +6,7 @@ are edited into every kind of wrong (and some unusual kinds of right)."""
 from __future__ import annotations
 
 import bisect
+import importlib.util
 import itertools
 import math
 import random
@@ -16,7 +17,8 @@ from pathlib import Path
 import pytest
 
 from kafkalog_tools import verify
-from kafkalog_tools.verify import indexes
+from kafkalog_tools.native import bulk_scan
+from kafkalog_tools.verify import indexes, segment
 from kafkalog_tools.formats.index_file import IndexFile
 from kafkalog_tools.formats.offset_index import OffsetIndex
 from kafkalog_tools.formats.record_batch import build_batch, build_record
@@ -31,10 +33,11 @@ ACTIVE = 20_000
 """Base offset of the generated partition's second (active) segment; the first ends well before."""
 
 
-def verify_both_ways(monkeypatch, paths: list[str]) -> tuple[list[dict], list[tuple[int, int]]]:
-    """Findings (all of them: nothing suppressed) and summary, entry by entry and pre-checked;
-    they must be equal. Returns the findings and, per index the pre-check handled, (entries,
-    entries it left to the loop)."""
+def verify_both_ways(monkeypatch, paths: list[str]) -> tuple[list[dict], list[tuple[int, int]], list[bool]]:
+    """Findings (all of them: nothing suppressed) and summary, entry by entry and pre-checked, and
+    both again from batch tables that keep only the rows the index entries reach (where the
+    kernels are here); they must be equal. Returns the findings, per index the pre-check handled
+    (entries, entries it left to the loop), and per table kept so whether it left rows out."""
     picked = []
 
     def spy(pick):
@@ -53,7 +56,23 @@ def verify_both_ways(monkeypatch, paths: list[str]) -> tuple[list[dict], list[tu
         run = verify.Verification(paths, max_findings_per_code=sys.maxsize)
         outcomes.append(([f.to_json() for f in run], run.summary))
     assert outcomes[1] == outcomes[0]
-    return outcomes[0][0], picked
+    pre_checked = picked[:]  # (the spy goes on adding below)
+    left_out = []
+    if kernels_here():  # the bulk scan's runs, keeping only the rows the index entries reach
+        monkeypatch.setenv(bulk_scan.MODE_VARIABLE, "always")
+        monkeypatch.setattr(segment, "SPARSE_TABLE_ROWS", 0)
+        monkeypatch.setattr(indexes.BatchTable, "release",
+                            lambda table: left_out.append(table.left_out) if table.queries is not None else None)
+        for threshold in (math.inf, 0):
+            monkeypatch.setattr(indexes, "VECTORISED_INDEX_MIN_ENTRIES", threshold)
+            run = verify.Verification(paths, max_findings_per_code=sys.maxsize)
+            assert ([f.to_json() for f in run], run.summary) == outcomes[0]
+        assert left_out
+    return outcomes[0][0], pre_checked, left_out
+
+
+def kernels_here() -> bool:
+    return importlib.util.find_spec("numba") is not None and bulk_scan.kernel() is not None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -87,14 +106,17 @@ def test_columns_and_valid_count_read_what_the_struct_reads(kind: type[IndexFile
 
 
 def test_both_ways_agree_on_the_corpus(monkeypatch):
-    findings, picked = verify_both_ways(monkeypatch, corpus_paths() + [str(ROOT / "fixtures" / "example-logdir")])
+    findings, picked, left_out = verify_both_ways(monkeypatch,
+                                                  corpus_paths() + [str(ROOT / "fixtures" / "example-logdir")])
     assert len(picked) > 20
+    assert any(left_out) or not kernels_here()
     assert {"index-missing", "index-preallocated", "timeindex-no-final-entry"} <= {f["code"] for f in findings}
 
 
 def test_both_ways_agree_on_damaged_copies(monkeypatch, tmp_path):
-    findings, picked = verify_both_ways(monkeypatch, damaged_copies(tmp_path))
+    findings, picked, left_out = verify_both_ways(monkeypatch, damaged_copies(tmp_path))
     assert picked
+    assert any(left_out) or not kernels_here()
     assert any(f["code"].startswith("index-") for f in findings)
 
 
@@ -276,7 +298,7 @@ def test_both_ways_agree_on_edited_indexes(monkeypatch, tmp_path, generated, nam
     work = tmp_path / source.name
     shutil.copytree(source, work)
     EDITS[name](work, records)
-    findings, picked = verify_both_ways(monkeypatch, [str(work)])
+    findings, picked, _ = verify_both_ways(monkeypatch, [str(work)])
     index_codes = {f["code"] for f in findings if not f["file"].endswith(".log")}
     if name in ("as-rebuilt", "index-first-offsets", "timeindex-inside-batches"):
         assert index_codes == set()
@@ -289,6 +311,28 @@ def test_both_ways_agree_on_edited_indexes(monkeypatch, tmp_path, generated, nam
     if name == "timeindex-inside-batches":  # the batches' records, not the pre-check, clear most of these
         [(_, offsets_left), (times, times_left)] = picked[:2]
         assert offsets_left == 0 and 0 < times_left < times
+
+
+def test_where_offsets_fall_under_a_sparse_index_the_table_of_every_row_is_read_again(monkeypatch, tmp_path,
+                                                                                       generated):
+    """Index entries every eighth batch, then batch 700 is batch 10 again: the table that kept the
+    rows those entries reach cannot stand in for every row (a search of rows that do not ascend may
+    land anywhere), so the segment is read again for them, and the findings are those of one read
+    that kept every row."""
+    if not kernels_here():
+        pytest.skip("no compiled kernels: the bulk scan's runs are what keep fewer rows")
+    source, records = generated
+    work = tmp_path / source.name
+    shutil.copytree(source, work)
+    edit_offset_index(work, 0, lambda entries: entries.__setitem__(slice(None), entries[::8]))
+    edit_time_index(work, 0, lambda entries: entries.__setitem__(slice(None), entries[::8]))
+    _offsets_go_back(work, records)
+    read_again = []
+    every_batch = segment._every_batch
+    monkeypatch.setattr(segment, "_every_batch", lambda *a: read_again.append(a[1].base_offset) or every_batch(*a))
+    findings, _, left_out = verify_both_ways(monkeypatch, [str(work)])
+    assert read_again == [0, 0] and left_out == [True, False, True, False]  # (both thresholds; segment 0's then 1's)
+    assert {"offset-not-increasing", "index-position-not-batch-start"} <= {f["code"] for f in findings}
 
 
 def test_the_default_threshold_pre_checks_a_big_index(generated):
@@ -313,15 +357,16 @@ def _table_rows(seed: int, n: int) -> list[tuple[int, int, int, int, int]]:
     return rows
 
 
-def _filled(rows, how: str, room: int) -> indexes.BatchTable:
+def _filled(rows, how: str, room: int, queries: indexes.IndexQueries | None = None) -> indexes.BatchTable:
     """A table of `rows` added one by one, in runs (the bulk scan's way), or in runs of tables read
-    apart and sent through pickle (ranges), mixed as `how` says."""
+    apart and sent through pickle (ranges), mixed as `how` says; with `queries`, tables that keep
+    only the rows those reach."""
     import pickle
     from types import SimpleNamespace
 
     import numpy as np
 
-    table, at = indexes.BatchTable(room=room), 0
+    table, at = indexes.BatchTable(room=room, queries=queries), 0
     rng = random.Random(how)
     while at < len(rows):
         step = rng.randrange(1, 40)
@@ -333,7 +378,7 @@ def _filled(rows, how: str, room: int) -> indexes.BatchTable:
         elif way == "runs":
             table.extend(*np.array(part, dtype=np.int64).T)
         else:
-            apart = indexes.BatchTable(room=rng.choice((0, 3)))
+            apart = indexes.BatchTable(room=rng.choice((0, 3)), queries=queries)
             apart.extend(*np.array(part, dtype=np.int64).T)
             table.append(pickle.loads(pickle.dumps(apart)))
         at += step
@@ -361,6 +406,52 @@ def test_the_batch_table_holds_the_same_rows_however_they_arrive(how, room):
         holder = bisect.bisect_left(lasts, offset)
         assert table.holding(offset) == (holder if holder < len(rows) and bases[holder] <= offset else None)
         assert table.last_at_or_before(offset) == bisect.bisect_right(lasts, offset) - 1
+
+
+@pytest.mark.parametrize("how", ["runs", "ranges", "mixed"])
+@pytest.mark.parametrize("seed", range(4))
+def test_a_table_of_the_rows_index_entries_reach_answers_their_lookups_as_one_of_every_row(how, seed):
+    """A table given the index entries' queries (`IndexQueries`) keeps fewer rows; every lookup the
+    index checks make for those entries lands on a batch with the same position, offsets and
+    largest timestamp so far as in the table of every row, and so does the batch before it. Where
+    the offsets fall, it says it lacks rows (its caller reads the segment again)."""
+    import numpy as np
+
+    rng = random.Random(seed)
+    rows = _table_rows(seed, 3000)
+    if seed == 3:  # offsets that fall back once
+        rows[1700:] = [(position, size, base - 40, last - 40, largest) for position, size, base, last, largest
+                       in rows[1700:]]
+    positions = sorted(rng.sample([row[0] for row in rows], 60) + rng.sample(range(rows[-1][0] + 600), 20))
+    offsets = sorted(set(rng.sample(range(-2, rows[-1][3] + 5), 150)))
+    holding, after = offsets[::2], offsets[1::2]  # (the offset index's and the time index's)
+    queries = indexes.IndexQueries(*(np.array(asked, dtype=np.int64) for asked in (positions, holding, after)))
+    every, kept = _filled(rows, how, 0), _filled(rows, how, 0, queries)
+    assert len(kept) < len(every) and kept.left_out
+    assert kept.lacks_rows == (seed == 3) == (not every.in_order) == (not kept.in_order)
+    assert (kept.first_base_offset, kept.end, kept.max_timestamp) == (every.first_base_offset, every.end,
+                                                                      every.max_timestamp)
+    if seed == 3:
+        return
+
+    def facts(table, row):
+        return None if row is None or not 0 <= row < len(table) else tuple(int(c[row]) for c in (
+            table.positions, table.base_offsets, table.last_offsets, table.prefix_max_timestamps))
+
+    def lookups(table):  # the batch each lookup lands on, and where the checks read it, the one before
+        def with_before(row):
+            return facts(table, row), facts(table, row - 1 if row is not None else None)
+        return ([with_before(table.at_position(q)) for q in positions] + [facts(table, table.holding(q)) for q in holding]
+                + [with_before(table.last_at_or_before(q) + 1) for q in after])
+
+    assert lookups(kept) == lookups(every)
+    for side, column, needles in (("left", "positions", positions), ("left", "last_offsets", holding),
+                                  ("right", "last_offsets", after)):
+        for table_answers in zip(*([facts(t, int(r)) for r in np.searchsorted(np.asarray(getattr(t, column)),
+                                                                                 needles, side)]
+                                   for t in (every, kept))):
+            assert table_answers[0] == table_answers[1]
+    assert facts(kept, len(kept) - 1) == facts(every, len(every) - 1)
 
 
 @pytest.mark.parametrize("how", ["runs", "mixed"])

@@ -13,6 +13,7 @@ import pytest
 from kafkalog_tools.formats.logdir import read_partition_dir
 from kafkalog_tools.formats.offset_index import OffsetIndex
 from kafkalog_tools.verify import FactsRun, check_range, check_segment
+from kafkalog_tools.verify import segment as segment_check
 from tests.conftest import GOLDEN, REAL, need
 
 
@@ -47,11 +48,15 @@ def _as_compared(report) -> tuple:
             [f.to_json() for f in report.txn_findings])
 
 
-@pytest.mark.parametrize("bulk", ["always", "never"])
+@pytest.mark.parametrize("bulk", ["always", "never", "always-sparse"])
 @pytest.mark.parametrize("deep, live", [(True, False), (False, False), (True, True)],
                          ids=["deep", "shallow", "deep-live"])
 def test_ranges_put_together_read_as_the_whole_segment(monkeypatch, bulk, deep, live):
-    monkeypatch.setenv("KAFKALOG_BULK", bulk)
+    """`always-sparse`: every batch table keeps only the rows its index entries reach
+    (`segment.SPARSE_TABLE_ROWS`), those of the ranges too."""
+    monkeypatch.setenv("KAFKALOG_BULK", bulk.split("-")[0])
+    if bulk == "always-sparse":
+        monkeypatch.setattr(segment_check, "SPARSE_TABLE_ROWS", 0)
     rng = random.Random(24)
     compared = off_batch = 0
     for segment, is_active in _segments():

@@ -19,6 +19,47 @@ from ..formats.txn_index import ENTRY as TXN_ENTRY, TransactionIndex
 from .findings import ERROR, INFO, WARNING, Finding, from_error
 
 
+class IndexQueries(NamedTuple):
+    """What the index checks will look up in a segment's batch table, read from its index files
+    before the scan: the offset index's positions (a batch that starts there, and the one before)
+    and offsets (the batch that holds each), and the time index's offsets (the last batch at or
+    before each, and the one after). Each sorted, without repeats."""
+
+    positions: object
+    holding: object
+    after: object
+
+    @classmethod
+    def of(cls, segment: Segment) -> "IndexQueries | None":
+        """None where a file cannot be read (the checks say why) or its offsets may not fit int64."""
+        import numpy as np
+
+        if not -(1 << 62) < segment.base_offset < 1 << 62:
+            return None
+        asked = {"positions": np.empty(0, np.int64), "holding": np.empty(0, np.int64), "after": np.empty(0, np.int64)}
+        for kind, path in ((OffsetIndex, segment.index), (TimeIndex, segment.timeindex)):
+            if path is None:
+                continue
+            index, _ = _open_index(kind, path, segment.base_offset)
+            if index is None:
+                return None
+            count, _ = _index_prefix(index, False, str(path), "")  # (the entries the checks read)
+            entries = index.columns(count)
+            offsets = entries["relative_offset"].astype(np.int64) + segment.base_offset
+            if kind is OffsetIndex:
+                asked["positions"], asked["holding"] = _sorted(entries["position"].astype(np.int64)), _sorted(offsets)
+            else:
+                asked["after"] = _sorted(offsets)
+        return cls(**asked)
+
+
+def _sorted(values):
+    """`values` ascending, without repeats (an index's usually are already)."""
+    import numpy as np
+
+    return values if (values[1:] > values[:-1]).all() else np.unique(values)
+
+
 class BatchTable:
     """The intact batches of a segment, column by column (compact for millions of batches); for a
     segment without index files only their count, extent and first and largest values.
@@ -29,16 +70,24 @@ class BatchTable:
     growing array was reallocated (and copied) tens of times a segment: 12 of the ~110 ms of CPU a
     256 MiB segment of one-record batches took. A block `release`d when its segment is done serves
     the next table in the process: the kernel zeroes every fresh page on first touch, and for a log
-    dir of 256 MiB KRaft segments (~100 MB of rows each) that zeroing was 24% of verify's CPU."""
+    dir of 256 MiB KRaft segments (~100 MB of rows each) that zeroing was 24% of verify's CPU.
+
+    With `queries` (`IndexQueries`), a run keeps only the rows the index checks can reach: its
+    first and last, and those the queries land on and the rows before them. While the batches'
+    positions and last offsets ascend (`in_order`), a search of the kept rows lands on the same
+    batch as one of every row, so the checks find the same; where they do not, the caller reads
+    the segment again for every row (`lacks_rows`)."""
 
     ROOM_AT_MOST = 1 << 22
     """Rows reserved up front at most (128 MiB of address space); the block doubles from there."""
 
-    def __init__(self, keep_rows: bool = True, room: int = 0):
+    def __init__(self, keep_rows: bool = True, room: int = 0, queries: IndexQueries | None = None):
         """`room`: the rows the segment can hold at most, if known (its bytes over the smallest batch's)."""
         self.keep_rows = keep_rows
-        self.room = min(room, self.ROOM_AT_MOST)
+        self.queries = queries if keep_rows else None
+        self.room = 0 if self.queries is not None else min(room, self.ROOM_AT_MOST)
         self.count = 0
+        """Rows kept."""
         self.first_base_offset: int | None = None
         self.end = 0
         """Where the last batch ends."""
@@ -48,8 +97,27 @@ class BatchTable:
         """Position, base offset, last offset, and the largest batch max timestamp up to and including
         each batch: arrays, or rows of one int64 block (`_grown`) once runs are added."""
         self.block = None
-        self.ascending: tuple[int, bool] | None = None
-        """(rows, whether positions and last offsets ascend over them): `_vectorisable`'s answer."""
+        self.in_order = True
+        """Whether the positions ascend and the last offsets do not fall, over every batch so far."""
+        self.edges: tuple[int, int, int, int] | None = None
+        """The first batch's position and last offset, then the last batch's."""
+        self.left_out = False
+        """Whether `queries` left rows out."""
+
+    @property
+    def lacks_rows(self) -> bool:
+        """Whether rows were left out where a search of those kept may land elsewhere."""
+        return self.left_out and not self.in_order
+
+    def _follow(self, first_position: int, first_last: int, final_position: int, final_last: int,
+                in_order: bool = True) -> None:
+        """Batches from (position, last offset) to (position, last offset) come next."""
+        if self.edges is None:
+            self.edges = (first_position, first_last, final_position, final_last)
+        else:
+            in_order = in_order and first_position > self.edges[2] and first_last >= self.edges[3]
+            self.edges = (*self.edges[:2], final_position, final_last)
+        self.in_order = self.in_order and in_order
 
     positions = property(lambda self: self._column(0))
     base_offsets = property(lambda self: self._column(1))
@@ -65,6 +133,7 @@ class BatchTable:
         if batch.max_timestamp > self.max_timestamp:
             self.max_timestamp = batch.max_timestamp
         if self.keep_rows:
+            self._follow(batch.position, batch.last_offset, batch.position, batch.last_offset)
             row = (batch.position, base_offset, batch.last_offset, self.max_timestamp)
             if self.block is None:
                 for column, value in zip(self.rows, row):
@@ -81,18 +150,46 @@ class BatchTable:
         if not self.count:
             self.first_base_offset = int(base_offsets[0])
         n = len(positions)
-        if self.keep_rows:
+        self.end = int(positions[-1] + sizes[-1])
+        if not self.keep_rows:
+            self.max_timestamp = max(self.max_timestamp, int(max_timestamps.max()))
+            self.count += n
+            return
+        self._follow(int(positions[0]), int(last_offsets[0]), int(positions[-1]), int(last_offsets[-1]),
+                     bool((last_offsets[1:] >= last_offsets[:-1]).all() and (positions[1:] > positions[:-1]).all()))
+        if self.queries is None:
             block, at = self._grown(n), self.count
             block[0, at:at + n], block[1, at:at + n], block[2, at:at + n] = positions, base_offsets, last_offsets
-            prefix = block[3, at:at + n]
-            np.maximum(max_timestamps, self.max_timestamp, out=prefix)
-            if not (prefix[1:] >= prefix[:-1]).all():  # (they usually ascend: a comparison costs less)
-                np.maximum.accumulate(prefix, out=prefix)
-            self.max_timestamp = int(prefix[-1])
-        else:
-            self.max_timestamp = max(self.max_timestamp, int(max_timestamps.max()))
-        self.count += n
-        self.end = int(positions[-1] + sizes[-1])
+            self.max_timestamp = _prefix_max(max_timestamps, self.max_timestamp, block[3, at:at + n])
+            self.count += n
+            return
+        prefix = np.empty(n, dtype=np.int64)
+        self.max_timestamp = _prefix_max(max_timestamps, self.max_timestamp, prefix)
+        rows = self._rows_asked(positions, last_offsets)
+        kept = len(rows)
+        self.left_out = self.left_out or kept < n
+        block, at = self._grown(kept), self.count
+        for index, column in enumerate((positions, base_offsets, last_offsets, prefix)):
+            np.take(column, rows, out=block[index, at:at + kept])
+        self.count += kept
+
+    def _rows_asked(self, positions, last_offsets):
+        """The rows of a run `queries` can reach, in order: its first and last, and for each query
+        within its span the row a search lands on and the row before that."""
+        import numpy as np
+
+        n = len(positions)
+        keep = np.zeros(n + 1, dtype=bool)  # (slot n: where a search lands past the run, and row -1)
+        keep[0] = keep[n - 1] = True
+        queries = self.queries
+        for column, asked, side in ((positions, queries.positions, "left"), (last_offsets, queries.holding, "left"),
+                                    (last_offsets, queries.after, "right")):
+            within = asked[asked.searchsorted(column[0]):asked.searchsorted(column[-1], "right")]
+            if len(within):
+                landed = column.searchsorted(within, side)
+                keep[landed] = True
+                keep[landed - 1] = True
+        return np.flatnonzero(keep[:n])
 
     def append(self, other: "BatchTable") -> None:
         """The batches of `other`, which follow these in the segment (a range of it, read apart)."""
@@ -103,6 +200,8 @@ class BatchTable:
         if self.keep_rows:
             import numpy as np
 
+            self._follow(*other.edges, other.in_order)
+            self.left_out = self.left_out or other.left_out
             block, at, n = self._grown(other.count), self.count, other.count
             for index in range(3):
                 block[index, at:at + n] = np.asarray(other._column(index))
@@ -142,6 +241,7 @@ class BatchTable:
         state = dict(self.__dict__)
         if self.block is not None:
             state["block"] = self.block[:, :self.count].copy()
+        state["queries"] = None  # (done with: its rows are chosen)
         return state
 
     def __len__(self) -> int:
@@ -159,6 +259,16 @@ class BatchTable:
     def last_at_or_before(self, offset: int) -> int:
         """Index of the last batch whose last offset is <= `offset` (-1 if none)."""
         return bisect.bisect_right(self.last_offsets, offset) - 1
+
+
+def _prefix_max(max_timestamps, before: int, out) -> int:
+    """Into `out`, the largest of `before` and the batches' max timestamps up to each; returns the last."""
+    import numpy as np
+
+    np.maximum(max_timestamps, before, out=out)
+    if not (out[1:] >= out[:-1]).all():  # (they usually ascend: a comparison costs less)
+        np.maximum.accumulate(out, out=out)
+    return int(out[-1])
 
 
 _SPARE_BLOCKS: list = []
@@ -212,14 +322,8 @@ def _vectorisable(index: IndexFile, count: int, table: BatchTable) -> bool:
     """Whether numpy can tell which entries the per-entry loop would report: the index is big
     enough to pay for it, its offsets fit int64, and the batches' positions and last offsets
     ascend (on a log whose offsets go backwards bisect and searchsorted may land apart)."""
-    if count < VECTORISED_INDEX_MIN_ENTRIES or not table or not -(1 << 62) < index.base_offset < 1 << 62:
-        return False
-    import numpy as np
-
-    if table.ascending is None or table.ascending[0] != len(table):  # (both indexes ask)
-        starts, lasts = np.asarray(table.positions), np.asarray(table.last_offsets)
-        table.ascending = (len(table), bool((starts[1:] > starts[:-1]).all() and (lasts[1:] >= lasts[:-1]).all()))
-    return table.ascending[1]
+    return (count >= VECTORISED_INDEX_MIN_ENTRIES and bool(table) and -(1 << 62) < index.base_offset < 1 << 62
+            and table.in_order)
 
 
 def _search(column, needles, side: str = "left"):
