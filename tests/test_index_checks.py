@@ -410,12 +410,19 @@ def test_the_batch_table_holds_the_same_rows_however_they_arrive(how, room):
 
 @pytest.mark.parametrize("how", ["runs", "ranges", "mixed"])
 @pytest.mark.parametrize("seed", range(4))
-def test_a_table_of_the_rows_index_entries_reach_answers_their_lookups_as_one_of_every_row(how, seed):
+@pytest.mark.parametrize("compiled", [False, True], ids=["numpy", "kernel"])
+def test_a_table_of_the_rows_index_entries_reach_answers_their_lookups_as_one_of_every_row(monkeypatch, how, seed,
+                                                                                          compiled):
     """A table given the index entries' queries (`IndexQueries`) keeps fewer rows; every lookup the
     index checks make for those entries lands on a batch with the same position, offsets and
     largest timestamp so far as in the table of every row, and so does the batch before it. Where
-    the offsets fall, it says it lacks rows (its caller reads the segment again)."""
+    the offsets fall, it says it lacks rows (its caller reads the segment again). Its runs chosen
+    by numpy (`_rows_asked`) and by the kernel (`keep_asked`)."""
     import numpy as np
+
+    if compiled and not kernels_here():
+        pytest.skip("no compiled kernels")
+    monkeypatch.setattr(indexes, "_loaded_kernel", bulk_scan.kernel if compiled else lambda: None)
 
     rng = random.Random(seed)
     rows = _table_rows(seed, 3000)
@@ -452,6 +459,43 @@ def test_a_table_of_the_rows_index_entries_reach_answers_their_lookups_as_one_of
                                    for t in (every, kept))):
             assert table_answers[0] == table_answers[1]
     assert facts(kept, len(kept) - 1) == facts(every, len(every) - 1)
+
+
+def test_the_kernel_keeps_the_rows_numpy_keeps():
+    """`kernels.keep_asked` against `BatchTable._rows_asked` and `_prefix_max` on runs that ascend,
+    with queries below, inside, between and above them, equal to their values or not."""
+    import numpy as np
+
+    if not kernels_here():
+        pytest.skip("no compiled kernels")
+    kernel = bulk_scan.kernel()
+    rng = random.Random(8)
+    for _ in range(300):
+        n = rng.choice((1, 2, 3, rng.randrange(4, 400)))
+        rows = _table_rows(rng.randrange(10**6), n)
+        positions, _, bases, lasts, largest = (np.array(column, dtype=np.int64) for column in zip(*rows))
+        span = rows[-1][0] + 1000
+        def asked(values, high):
+            picked = rng.sample(values, min(len(values), rng.randrange(6))) + [rng.randrange(-50, high + 50)
+                                                                             for _ in range(rng.randrange(8))]
+            return np.unique(np.array(picked, dtype=np.int64))
+        queries = indexes.IndexQueries(asked(positions.tolist(), span), asked(lasts.tolist(), int(lasts[-1])),
+                                       asked(lasts.tolist(), int(lasts[-1])))
+        before = rng.choice((-1, 0, int(largest.max()) + 1))
+        table = indexes.BatchTable(queries=queries)
+        expected_rows = table._rows_asked(positions, lasts)
+        prefix = np.empty(n, dtype=np.int64)
+        expected_largest = indexes._prefix_max(largest, before, prefix)
+        block = np.full((4, n + 5), -7, dtype=np.int64)
+        kept, in_order, largest_after = kernel.keep_asked(positions, bases, lasts, largest, queries, before, block, 3)
+        assert (kept, in_order, largest_after) == (len(expected_rows), True, expected_largest)
+        assert block[:, 3:3 + kept].tolist() == [column[expected_rows].tolist()
+                                                 for column in (positions, bases, lasts, prefix)]
+        assert (block[:, :3] == -7).all() and (block[:, 3 + kept:] == -7).all()
+    falling = np.array([5, 9, 8], dtype=np.int64)
+    block = np.empty((4, 3), dtype=np.int64)
+    assert kernel.keep_asked(np.arange(3, dtype=np.int64) * 100, falling, falling, falling,
+                             indexes.IndexQueries(falling[:0], falling[:0], falling[:0]), -1, block, 0)[1] is False
 
 
 @pytest.mark.parametrize("how", ["runs", "mixed"])

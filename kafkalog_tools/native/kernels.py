@@ -656,6 +656,68 @@ def rows_apart(columns, n, lowest, highest, deep, rows, out):
 
 
 @_jit
+def _first_at_or_above(values, x):
+    """The first index of ascending `values` whose value is >= x (len(values) if none)."""
+    lo, hi = 0, len(values)
+    while lo < hi:
+        middle = (lo + hi) >> 1
+        if values[middle] < x:
+            lo = middle + 1
+        else:
+            hi = middle
+    return lo
+
+
+@_jit
+def keep_asked(positions, bases, lasts, max_timestamps, asked_positions, asked_holding, asked_after, largest, block,
+               at, out):
+    """`verify.indexes.BatchTable._rows_asked` and what `extend` writes of them, in one pass over a
+    run of n batches: the rows it keeps (its first and last, and for each query within a column's
+    span the row a search lands on and the row before) go to block[0..3, at...] as position, base
+    offset, last offset and the largest max timestamp so far (from `largest`); returns how many.
+    out[0]: 1 when positions ascend and last offsets do not fall over the run; out[1]: the largest
+    max timestamp after it. The queries ascend; where the columns do not, the rows kept are some
+    rows (the caller reads every row again)."""
+    n = len(positions)
+    in_order = 1
+    kept = 0
+    emitted = -1
+    at_position = _first_at_or_above(asked_positions, positions[0])
+    at_holding = _first_at_or_above(asked_holding, lasts[0])
+    at_after = _first_at_or_above(asked_after, lasts[0])
+    for row in range(n):
+        before = largest
+        if max_timestamps[row] > largest:
+            largest = max_timestamps[row]
+        if row and (positions[row] <= positions[row - 1] or lasts[row] < lasts[row - 1]):
+            in_order = 0
+        # a left search lands here for queries up to this row's value, a right one below it
+        landed = False
+        while at_position < len(asked_positions) and asked_positions[at_position] <= positions[row]:
+            landed = True
+            at_position += 1
+        while at_holding < len(asked_holding) and asked_holding[at_holding] <= lasts[row]:
+            landed = True
+            at_holding += 1
+        while at_after < len(asked_after) and asked_after[at_after] < lasts[row]:
+            landed = True
+            at_after += 1
+        if not landed and row != 0 and row != n - 1:
+            continue
+        if landed and row and emitted < row - 1:  # the row before the one a search lands on
+            block[0, at + kept], block[1, at + kept], block[2, at + kept] = (positions[row - 1], bases[row - 1],
+                                                                             lasts[row - 1])
+            block[3, at + kept] = before
+            kept += 1
+        block[0, at + kept], block[1, at + kept], block[2, at + kept] = positions[row], bases[row], lasts[row]
+        block[3, at + kept] = largest
+        kept += 1
+        emitted = row
+    out[0], out[1] = in_order, largest
+    return kept
+
+
+@_jit
 def recovery_index(columns, start, stop, state, offset_entries, time_entries):
     """LogSegment.recover's index appends (`recovery._RecoveryWalk.take`) over batches start..stop-1
     of `columns`, which need no producer state and whose offsets fit the segment. New (offset,
@@ -1990,6 +2052,15 @@ def _search_entry(haystack, length, needles, count, right, out):
     return search_ascending(carray(haystack, (length,)), carray(needles, (count,)), right != 0, carray(out, (count,)))
 
 
+@njit(_I64(_LONGS, _LONGS, _LONGS, _LONGS, _I64, _LONGS, _I64, _LONGS, _I64, _LONGS, _I64, _I64, _LONGS, _I64,
+           _I64, _LONGS), nogil=True)
+def _keep_asked_entry(positions, bases, lasts, max_timestamps, n, asked_positions, positions_asked, asked_holding,
+                      holding_asked, asked_after, after_asked, largest, block, capacity, at, out):
+    return keep_asked(carray(positions, (n,)), carray(bases, (n,)), carray(lasts, (n,)), carray(max_timestamps, (n,)),
+                      carray(asked_positions, (positions_asked,)), carray(asked_holding, (holding_asked,)),
+                      carray(asked_after, (after_asked,)), largest, carray(block, (4, capacity)), at, carray(out, (2,)))
+
+
 @njit(_I64(_LONGS, _I64, _I64, _I64, _LONGS, _LONGS, _LONGS, _I64), nogil=True)
 def _recovery_entry(columns, capacity, start, stop, state, offset_entries, time_entries, width):
     return recovery_index(carray(columns, (_COLUMN_COUNT, capacity)), start, stop, carray(state, (RECOVERY_STATE,)),
@@ -2085,7 +2156,8 @@ def _dumplog_entry(segment, segment_length, payloads, payloads_length, batches, 
 
 
 ENTRIES = {"scan": _scan_entry, "scan_legacy": _scan_legacy_entry, "agree_each": _agree_entry,
-           "rows_apart": _apart_entry, "search_ascending": _search_entry, "recovery_index": _recovery_entry,
+           "rows_apart": _apart_entry, "search_ascending": _search_entry, "keep_asked": _keep_asked_entry,
+           "recovery_index": _recovery_entry,
            "replay_transactional": _replay_entry, "producer_slots": _slots_entry, "plan_producers": _plan_entry,
            "decode_each": _decode_entry, "decode_legacy_each": _decode_legacy_entry,
            "lz4_each": _lz4_entry, "render_each": _render_entry,

@@ -137,6 +137,8 @@ _SIGNATURES = {  # kernels.ENTRIES, in their argument order
     "agree_each": (_POINTER, _I64, _POINTER, _POINTER, _I64, _POINTER, _I64),
     "rows_apart": (_POINTER, _I64, _I64, _I64, _I64, _I64, _POINTER, _POINTER),
     "search_ascending": (_POINTER, _I64, _POINTER, _I64, _I64, _POINTER),
+    "keep_asked": (_POINTER, _POINTER, _POINTER, _POINTER, _I64, _POINTER, _I64, _POINTER, _I64, _POINTER, _I64, _I64,
+                   _POINTER, _I64, _I64, _POINTER),
     "recovery_index": (_POINTER, _I64, _I64, _I64, _POINTER, _POINTER, _POINTER, _I64),
     "replay_transactional": (_POINTER, _I64, _I64, _POINTER, _I64, _POINTER, _I64, _POINTER, _POINTER, _POINTER),
     "producer_slots": (_POINTER, _I64, _POINTER, _I64, _POINTER, _POINTER, _POINTER),
@@ -253,6 +255,19 @@ class NativeKernel:
         self._call("search_ascending", _address(haystack, np.int64), haystack.size, _address(needles, np.int64),
                    needles.size, side == "right", out.ctypes.data)
         return out
+
+    def keep_asked(self, positions, bases, lasts, max_timestamps, queries, largest: int, block, at: int):
+        """kernels.keep_asked over a run's columns (each of n int64s) into block[:, at:at + n]:
+        (rows kept, whether the run is in order, the largest max timestamp after it)."""
+        n = positions.size
+        if not (n and bases.size == lasts.size == max_timestamps.size == n and 0 <= at and at + n <= block.shape[1]):
+            raise ValueError(f"bulk kernel: keep_asked of {n} rows at {at} of a block of {block.shape}")
+        out = np.empty(2, dtype=np.int64)
+        kept = self._call("keep_asked", *(_address(column, np.int64) for column in (positions, bases, lasts,
+                                                                                    max_timestamps)), n,
+                          *(argument for asked in queries for argument in (_address(asked, np.int64), asked.size)),
+                          int(largest), _address(block, np.int64, 4, True), block.shape[1], at, out.ctypes.data)
+        return kept, bool(out[0]), int(out[1])
 
     def recovery_index(self, columns, start: int, stop: int, state, offset_entries, time_entries) -> int:
         """kernels.recovery_index: the row it stopped at."""

@@ -155,8 +155,19 @@ class BatchTable:
             self.max_timestamp = max(self.max_timestamp, int(max_timestamps.max()))
             self.count += n
             return
-        self._follow(int(positions[0]), int(last_offsets[0]), int(positions[-1]), int(last_offsets[-1]),
-                     bool((last_offsets[1:] >= last_offsets[:-1]).all() and (positions[1:] > positions[:-1]).all()))
+        edges = (int(positions[0]), int(last_offsets[0]), int(positions[-1]), int(last_offsets[-1]))
+        kernel = _loaded_kernel() if self.queries is not None else None
+        if kernel is not None:
+            block, at = self._grown(n), self.count
+            kept, in_order, self.max_timestamp = kernel.keep_asked(
+                *(np.ascontiguousarray(column) for column in (positions, base_offsets, last_offsets, max_timestamps)),
+                self.queries, self.max_timestamp, block, at)
+            self._follow(*edges, in_order)
+            self.left_out = self.left_out or kept < n
+            self.count += kept
+            return
+        self._follow(*edges, bool((last_offsets[1:] >= last_offsets[:-1]).all()
+                                  and (positions[1:] > positions[:-1]).all()))
         if self.queries is None:
             block, at = self._grown(n), self.count
             block[0, at:at + n], block[1, at:at + n], block[2, at:at + n] = positions, base_offsets, last_offsets
@@ -175,7 +186,8 @@ class BatchTable:
 
     def _rows_asked(self, positions, last_offsets):
         """The rows of a run `queries` can reach, in order: its first and last, and for each query
-        within its span the row a search lands on and the row before that."""
+        within its span the row a search lands on and the row before that. (`kernels.keep_asked`
+        does this and the rest of `extend` in one pass where the kernels are loaded.)"""
         import numpy as np
 
         n = len(positions)
@@ -261,6 +273,12 @@ class BatchTable:
         return bisect.bisect_right(self.last_offsets, offset) - 1
 
 
+def _loaded_kernel():
+    from ..native import bulk_scan
+
+    return bulk_scan.loaded_kernel()
+
+
 def _prefix_max(max_timestamps, before: int, out) -> int:
     """Into `out`, the largest of `before` and the batches' max timestamps up to each; returns the last."""
     import numpy as np
@@ -333,9 +351,7 @@ def _search(column, needles, side: str = "left"):
     missed the cache (12 ms a search, the biggest part of a shallow verify's main thread)."""
     import numpy as np
 
-    from ..native import bulk_scan
-
-    kernel = bulk_scan.loaded_kernel()
+    kernel = _loaded_kernel()
     if kernel is None:
         return np.searchsorted(column, needles, side)
     return kernel.search_ascending(np.ascontiguousarray(column), np.ascontiguousarray(needles), side)
