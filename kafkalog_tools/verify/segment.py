@@ -30,10 +30,13 @@ from .indexes import BatchTable, IndexQueries, check_offset_index, check_time_in
 
 
 PROGRESS_STEP = 8 << 20
-SPARSE_TABLE_ROWS = 1 << 16
-"""A segment room for this many batches (its bytes over the smallest batch's) or more keeps only the
-rows of its batch table the index checks reach (`IndexQueries`): a 256 MiB segment of KRaft's
-~80-byte batches had 3.35 M rows, 107 MB that each new process zeroes on first touch."""
+SPARSE_TABLE_ROWS = 1 << 21
+"""A segment of this many batches or more (if all were the size of its first) keeps only the rows
+of its batch table the index checks reach (`IndexQueries`), so that the table stays small however
+big the segment: a 256 MiB segment of KRaft's ~80-byte batches had 3.35 M rows, 107 MB that each
+new process zeroed on first touch (its 2 GiB log dir's `verify --shallow` 1.00 -> 0.73 s, system
+time 0.58 -> 0.19 s, 11 runs interleaved). Below it a table of every row (up to 64 MB) is as fast
+or faster: on 256 MiB segments of 1.29 M batches, 0.51 s against 0.55 s."""
 
 
 class BatchFacts(NamedTuple):
@@ -274,6 +277,13 @@ def _every_batch(log: SegmentFile, segment: Segment, deep: bool, is_active: bool
     return scan.table
 
 
+def _batches_like_the_first(log: SegmentFile) -> int:
+    """How many batches the segment holds if all are the size its first says (0 below a header's)."""
+    size = LOG_OVERHEAD + int.from_bytes(log.buffer[LOG_OVERHEAD - 4:LOG_OVERHEAD], "big", signed=True) \
+        if log.end >= LOG_OVERHEAD else 0
+    return log.end // size if size >= HEADER_SIZE else 0
+
+
 def _keep(batches: list, facts: "BatchFacts | FactsRun") -> None:
     batches.append(facts.held() if type(facts) is FactsRun else facts)
 
@@ -325,10 +335,9 @@ class LogScan:
         # only the index checks read the table's rows: without index files a count will do, and runs
         # of a big segment need only the rows its index entries reach
         keep_rows = segment.index is not None or segment.timeindex is not None
-        room = log.end // HEADER_SIZE
-        queries = (IndexQueries.of(segment) if keep_rows and self.bulk is not None and room >= SPARSE_TABLE_ROWS
-                   and not every_row else None)
-        self.table = BatchTable(keep_rows, room, queries)
+        queries = (IndexQueries.of(segment) if keep_rows and self.bulk is not None and not every_row
+                   and _batches_like_the_first(log) >= SPARSE_TABLE_ROWS else None)
+        self.table = BatchTable(keep_rows, log.end // HEADER_SIZE, queries)
 
     def run(self) -> None:
         self.walk(0)
