@@ -335,6 +335,24 @@ def test_where_offsets_fall_under_a_sparse_index_the_table_of_every_row_is_read_
     assert {"offset-not-increasing", "index-position-not-batch-start"} <= {f["code"] for f in findings}
 
 
+def test_a_log_a_broker_may_append_to_keeps_every_row(monkeypatch, generated):
+    """Read live, a broker may append index entries after the queries were read: no table leaves
+    rows out then, and the findings are those of an offline read."""
+    if not kernels_here():
+        pytest.skip("no compiled kernels: the bulk scan's runs are what keep fewer rows")
+    source, _ = generated
+    tables = []
+    monkeypatch.setenv(bulk_scan.MODE_VARIABLE, "always")
+    monkeypatch.setattr(segment, "SPARSE_TABLE_ROWS", 0)
+    monkeypatch.setattr(indexes.BatchTable, "release", lambda table: tables.append(table.queries is not None))
+    findings = {}
+    for read_as in ("offline", "live"):
+        tables.clear()
+        findings[read_as] = [f.to_json() for f in verify.Verification([str(source)], read_as=read_as)]
+        assert tables == ([True, True] if read_as == "offline" else [False, False])
+    assert findings["live"] == findings["offline"]
+
+
 def test_the_default_threshold_pre_checks_a_big_index(generated):
     source, _ = generated
     assert OffsetIndex(source / f"{0:020d}.index").valid_count() >= indexes.VECTORISED_INDEX_MIN_ENTRIES

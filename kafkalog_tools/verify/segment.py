@@ -218,7 +218,9 @@ def check_segment(segment: Segment, is_active: bool, deep: bool = True,
     with log:
         report.counts.segments += 1
         report.counts.log_bytes += log.file_size
-        scan = LogScan(log, segment, deep, report, on_progress, on_batch or functools.partial(_keep, report.batches))
+        # (live: a broker may append index entries after the scan has read the queries)
+        scan = LogScan(log, segment, deep, report, on_progress, on_batch or functools.partial(_keep, report.batches),
+                       every_row=live)
         scan.is_active, scan.live = is_active, live
         if ranges:
             scan.walk_ranges(ranges)
@@ -250,7 +252,7 @@ def check_range(segment: Segment, start: int, until: int | None, deep: bool = Tr
     with log:
         if start > log.end:
             return empty
-        scan = LogScan(log, segment, deep, report, None, functools.partial(_keep, report.batches))
+        scan = LogScan(log, segment, deep, report, None, functools.partial(_keep, report.batches), every_row=live)
         scan.range_start = start
         # at the end of the file as mapped here: a file still being written may be longer where
         # the ranges are put together, which reads on from here
