@@ -479,6 +479,35 @@ def test_a_table_of_the_rows_index_entries_reach_answers_their_lookups_as_one_of
     assert facts(kept, len(kept) - 1) == facts(every, len(every) - 1)
 
 
+@pytest.mark.parametrize("how", ["one", "runs", "ranges"])
+@pytest.mark.parametrize("falls", ["offsets", "positions", "neither"])
+def test_the_order_is_checked_where_one_addition_meets_the_next(how, falls):
+    """Offsets that fall (or positions that do not rise) exactly between two additions: the table
+    is not in order, however the rows arrive."""
+    rows = _table_rows(5, 80)
+    if falls == "offsets":
+        rows[40:] = [(position, size, base - 1000, last - 1000, largest)
+                     for position, size, base, last, largest in rows[40:]]
+    elif falls == "positions":
+        rows[40] = (rows[39][0], *rows[40][1:])
+    from types import SimpleNamespace
+
+    import numpy as np
+
+    table = indexes.BatchTable()
+    for part in (rows[:40], rows[40:]):
+        if how == "one":
+            for position, size, base, last, largest in part:
+                table.add(SimpleNamespace(position=position, size=size, last_offset=last, max_timestamp=largest), base)
+        elif how == "runs":
+            table.extend(*np.array(part, dtype=np.int64).T)
+        else:
+            apart = indexes.BatchTable()
+            apart.extend(*np.array(part, dtype=np.int64).T)
+            table.append(apart)
+    assert table.in_order == (falls == "neither")
+
+
 def test_the_kernel_keeps_the_rows_numpy_keeps():
     """`kernels.keep_asked` against `BatchTable._rows_asked` and `_prefix_max` on runs that ascend,
     with queries below, inside, between and above them, equal to their values or not."""

@@ -1390,17 +1390,14 @@ def test_a_transaction_the_loader_saw_end_at_or_past_the_high_watermark_holds_th
     import os
 
     from kafkalog_tools.formats import producer_snapshot
-    from kafkalog_tools.formats.control import CONTROL_KEY, END_TXN_MARKER
-    from kafkalog_tools.formats.record_batch import ATTR_CONTROL, ATTR_TRANSACTIONAL
+    from kafkalog_tools.formats.record_batch import ATTR_TRANSACTIONAL
+    from tests.batches import transaction_marker
 
     def batch(offset: int, **fields) -> bytes:
         return build_batch(offset, [build_record(0, 0, b"k%d" % offset, b"v")], base_timestamp=T0 + offset,
                            max_timestamp=T0 + offset, **fields)
     transactional = dict(attributes=ATTR_TRANSACTIONAL, producer_id=1, producer_epoch=0)
-    marker = build_batch(7, [build_record(0, 0, CONTROL_KEY.build(dict(version=0, type=1)),
-                                          END_TXN_MARKER.build(dict(version=0, coordinator_epoch=0)))],
-                         attributes=ATTR_TRANSACTIONAL | ATTR_CONTROL, producer_id=1, producer_epoch=0,
-                         base_timestamp=T0 + 7, max_timestamp=T0 + 7)
+    marker = transaction_marker(7, 1, producer_id=1, producer_epoch=0, timestamp=T0 + 7)
     partition = tmp_path / "logs" / "t-0"
     partition.mkdir(parents=True)
     (partition / f"{0:020d}.log").write_bytes(b"".join(batch(n) for n in range(5)))

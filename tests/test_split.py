@@ -193,8 +193,8 @@ def test_the_piece_at_the_split_segments_base_offset_keeps_the_txnindex_its_fail
     the cleaned segment 0 is 148 bytes, the aborted batches gone, its .txnindex that transaction
     (producer 2, 0-2, last stable offset 3). We kept the aborted batches (291 bytes) and no .txnindex
     (differential run, seed 24119, compaction cases 52, 259 and 284)."""
-    from kafkalog_tools.formats.control import CONTROL_KEY, END_TXN_MARKER
-    from kafkalog_tools.formats.record_batch import ATTR_CONTROL, ATTR_TRANSACTIONAL
+    from kafkalog_tools.formats.record_batch import ATTR_TRANSACTIONAL
+    from tests.batches import transaction_marker
 
     def batch(offset: int, key: bytes, **fields) -> bytes:
         timestamp = T0 + offset % 1000
@@ -202,10 +202,7 @@ def test_the_piece_at_the_split_segments_base_offset_keeps_the_txnindex_its_fail
                            **fields)
 
     transactional = dict(attributes=ATTR_TRANSACTIONAL, producer_id=2, producer_epoch=0)
-    abort = build_batch(2, [build_record(0, 0, CONTROL_KEY.build(dict(version=0, type=0)),
-                                         END_TXN_MARKER.build(dict(version=0, coordinator_epoch=0)))],
-                        attributes=ATTR_TRANSACTIONAL | ATTR_CONTROL, producer_id=2, producer_epoch=0,
-                        base_timestamp=T0 + 2, max_timestamp=T0 + 2)
+    abort = transaction_marker(2, 0, producer_id=2, producer_epoch=0, timestamp=T0 + 2)
     partition = tmp_path / "logs" / "t-0"
     _segment(partition, 3_000_000_001, batch(3_000_000_001, b"q"), indexed=True)
     _segment(partition, 0, batch(0, b"a", base_sequence=0, **transactional)

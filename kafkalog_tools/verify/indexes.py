@@ -99,8 +99,6 @@ class BatchTable:
         self.block = None
         self.in_order = True
         """Whether the positions ascend and the last offsets do not fall, over every batch so far."""
-        self.edges: tuple[int, int, int, int] | None = None
-        """The first batch's position and last offset, then the last batch's."""
         self.left_out = False
         """Whether `queries` left rows out."""
 
@@ -109,14 +107,12 @@ class BatchTable:
         """Whether rows were left out where a search of those kept may land elsewhere."""
         return self.left_out and not self.in_order
 
-    def _follow(self, first_position: int, first_last: int, final_position: int, final_last: int,
-                in_order: bool = True) -> None:
-        """Batches from (position, last offset) to (position, last offset) come next."""
-        if self.edges is None:
-            self.edges = (first_position, first_last, final_position, final_last)
-        else:
-            in_order = in_order and first_position > self.edges[2] and first_last >= self.edges[3]
-            self.edges = (*self.edges[:2], final_position, final_last)
+    def _follow(self, first_position: int, first_last: int, in_order: bool = True) -> None:
+        """Batches in order or not (`in_order`) come next, the first at this position with this
+        last offset. (Every way of adding rows keeps the last one, so the row before is there.)"""
+        if self.count:
+            at = self.count - 1
+            in_order = in_order and first_position > self.positions[at] and first_last >= self.last_offsets[at]
         self.in_order = self.in_order and in_order
 
     positions = property(lambda self: self._column(0))
@@ -133,7 +129,7 @@ class BatchTable:
         if batch.max_timestamp > self.max_timestamp:
             self.max_timestamp = batch.max_timestamp
         if self.keep_rows:
-            self._follow(batch.position, batch.last_offset, batch.position, batch.last_offset)
+            self._follow(batch.position, batch.last_offset)
             row = (batch.position, base_offset, batch.last_offset, self.max_timestamp)
             if self.block is None:
                 for column, value in zip(self.rows, row):
@@ -155,18 +151,18 @@ class BatchTable:
             self.max_timestamp = max(self.max_timestamp, int(max_timestamps.max()))
             self.count += n
             return
-        edges = (int(positions[0]), int(last_offsets[0]), int(positions[-1]), int(last_offsets[-1]))
+        first = (int(positions[0]), int(last_offsets[0]))
         kernel = _loaded_kernel() if self.queries is not None else None
         if kernel is not None:
             block, at = self._grown(n), self.count
             kept, in_order, self.max_timestamp = kernel.keep_asked(
                 *(np.ascontiguousarray(column) for column in (positions, base_offsets, last_offsets, max_timestamps)),
                 self.queries, self.max_timestamp, block, at)
-            self._follow(*edges, in_order)
+            self._follow(*first, in_order)
             self.left_out = self.left_out or kept < n
             self.count += kept
             return
-        self._follow(*edges, bool((last_offsets[1:] >= last_offsets[:-1]).all()
+        self._follow(*first, bool((last_offsets[1:] >= last_offsets[:-1]).all()
                                   and (positions[1:] > positions[:-1]).all()))
         if self.queries is None:
             block, at = self._grown(n), self.count
@@ -212,7 +208,7 @@ class BatchTable:
         if self.keep_rows:
             import numpy as np
 
-            self._follow(*other.edges, other.in_order)
+            self._follow(int(other.positions[0]), int(other.last_offsets[0]), other.in_order)
             self.left_out = self.left_out or other.left_out
             block, at, n = self._grown(other.count), self.count, other.count
             for index in range(3):
