@@ -73,3 +73,12 @@ def damaged_copies(root: Path) -> list[str]:
     lines[3] = f"{topic} {partition} {int(offset) + 1000}"
     checkpoint.write_text("\n".join(lines) + "\n")
     return out + [str(broker)]
+
+
+def insert_or_remove(rng: random.Random, data: bytearray) -> None:
+    """One to three bytes inserted at, or removed from, a random place of `data` (not empty)."""
+    at = rng.randrange(len(data))
+    if rng.random() < 0.5:
+        data[at:at] = rng.randbytes(rng.randrange(1, 4))
+    else:
+        del data[at:at + rng.randrange(1, 4)]

@@ -15,10 +15,10 @@ from kafkalog_tools.codecs import lz4_codec
 from kafkalog_tools.crc import crc32c
 from kafkalog_tools.errors import KafkaLogError
 from kafkalog_tools.native import bulk_scan
-from kafkalog_tools.formats.record_batch import ATTR_CODEC, HEADER_SIZE, build_batch, build_record
-from kafkalog_tools.formats.segment import SegmentFile
-from kafkalog_tools.formats.batch import Batch
+from kafkalog_tools.formats.record_batch import HEADER_SIZE, build_batch, build_record
+from tests.batches import corpus_payloads
 from tests.conftest import GOLDEN, need
+from tests.damage import insert_or_remove
 
 np = pytest.importorskip("numpy")
 pytest.importorskip("numba", reason="the bulk scan needs numba (an install requirement)")
@@ -108,12 +108,7 @@ def test_the_kernel_decodes_valid_frames_as_the_reference_does():
 
 def test_the_kernel_decodes_java_kafkas_frames():
     """The golden corpus: lz4 batches written by Kafka's own Lz4BlockOutputStream."""
-    frames = []
-    for path in sorted(need(GOLDEN / "logs").rglob("*.log")):
-        with SegmentFile(path) as segment:
-            for entry in segment.entries():
-                if isinstance(entry, Batch) and entry.magic == 2 and entry.attributes & ATTR_CODEC == LZ4:
-                    frames.append(bytes(segment.buffer[entry.position + HEADER_SIZE:entry.position + entry.size]))
+    frames = corpus_payloads(need(GOLDEN / "logs"), LZ4)
     assert len(frames) > 50
     assert assert_agree(frames) == (len(frames), len(frames))
 
@@ -133,11 +128,7 @@ def _mutated(rng: random.Random, frame: bytes) -> bytes:
         data[7:11] = struct.pack("<I", rng.choice([0xFFFFFFFF, 0x7FFFFFFF, 0x80000000 | rng.randrange(1 << 23),
                                                   rng.randrange(1 << 23), len(data), len(data) - 11]))
     elif data:  # bytes inserted or removed inside
-        at = rng.randrange(len(data))
-        if rng.random() < 0.5:
-            data[at:at] = rng.randbytes(rng.randrange(1, 4))
-        else:
-            del data[at:at + rng.randrange(1, 4)]
+        insert_or_remove(rng, data)
     return bytes(data)
 
 

@@ -550,12 +550,13 @@ def kernel_legacy_records(log: SegmentFile) -> dict[int, tuple | None]:
         chunk = bulk._read(position)
         assert chunk.n
         batches = dict(zip(bulk_scan.RUN_BATCH_FIELDS, chunk.batches.tolist()))
+        payloads = bytes(chunk.payloads)  # (a numpy array where the kernel inflated every wrapper)
         for row in range(chunk.n):
             first = int(chunk.buffers.first_record[row])
             if first == bulk_scan.NOT_DECODED:
                 out[batches["position"][row]] = None
                 continue
-            data = chunk.payloads if batches["in_payloads"][row] else log.buffer
+            data = payloads if batches["in_payloads"][row] else log.buffer
             records = []
             for r in range(first, first + batches["count"][row]):
                 (offset, timestamp, sequence, size, key_start, key_length, value_start, value_length, _,

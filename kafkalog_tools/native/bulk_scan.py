@@ -251,6 +251,14 @@ def big_endian(view, at, width: int, signed: bool = False):
     return value
 
 
+def little_endian(view, at, width: int):
+    """The little-endian unsigned integers of `width` bytes at each of the positions `at` of a uint8 array."""
+    value = view[at + width - 1].astype("int64")
+    for i in range(width - 2, -1, -1):
+        value = (value << 8) | view[at + i]
+    return value
+
+
 def wrapper_values(view, positions, codec_ids, magic: int):
     """(starts, ends) of the values of V0/V1 wrappers at `positions` of `magic` (`scan_legacy`
     checked that key and value fit): their compressed message sets. Start -1 where
@@ -277,6 +285,39 @@ def last_sequences(base_sequence, delta):
     wraps = base_sequence > java_int(0x7FFFFFFF - delta)
     return np.where(base_sequence == -1, -1, java_int(np.where(wraps, delta - (0x7FFFFFFF - base_sequence) - 1,
                                                                 base_sequence + delta)))
+
+
+@functools.cache
+def gzip_inflater() -> int:
+    """The address of ISA-L's `isal_inflate_stateless`, in the library `gzip_codec` inflates with,
+    for `kernels.gzip_each`; 0 where there are no kernels or no such function, or where a member
+    does not inflate through it as `gzip_codec` inflates it (an ISA-L whose `struct inflate_state`
+    begins otherwise): gzip payloads then take `codecs.decompress_ranges`."""
+    import ctypes
+    import gzip
+
+    import numpy as np
+
+    from ..codecs import gzip_codec
+
+    loaded = kernel()
+    try:
+        address = ctypes.cast(ctypes.CDLL(gzip_codec.isal_zlib.__file__).isal_inflate_stateless, ctypes.c_void_p).value
+    except (OSError, AttributeError):
+        address = None
+    if loaded is None or not address:
+        return 0
+    text = b"kafkalog-tools checks ISA-L's inflate " * 40
+    member = np.frombuffer(gzip.compress(text, mtime=0), dtype=np.uint8)
+    out, inflated = np.zeros(len(text), dtype=np.uint8), np.zeros(1, dtype=np.int64)
+    loaded.gzip_each(member, np.array([0]), np.array([len(member)]), np.array([0, len(text)]), out, inflated,
+                     address, np.zeros(INFLATE_STATE, dtype=np.uint8))  # noqa: F405 - columns'
+    if inflated[0] != 1 or out.tobytes() != text:
+        if os.environ.get("KAFKALOG_DEBUG"):
+            print("kafkalog: ISA-L's isal_inflate_stateless does not inflate as expected here; gzip payloads "
+                  "are inflated one by one", file=sys.stderr)
+        return 0
+    return address
 
 
 def records_kernel():

@@ -167,5 +167,12 @@ COMMIT. Its state is `render_each`'s (RENDER_*)."""
  D_CONTROL_TYPE) = (sum(count for _, count in DUMPLOG_PIECES[:i]) for i in range(len(DUMPLOG_PIECES)))
 DUMPLOG_TEXTS = sum(count for _, count in DUMPLOG_PIECES)
 
+# ---------------------------------------------------------------------------------------------
+# gzip payloads inflated by ISA-L from compiled code (gzip_each)
+# ---------------------------------------------------------------------------------------------
+
+INFLATE_STATE = 256 << 10
+"""Bytes of working memory given to ISA-L as its `struct inflate_state` (87 KB in ISA-L 2.31), with room to spare."""
+
 __all__ = [name for name in dir() if name.isupper()]
 """The layout's names (`bulk_scan` hands them on, so that its callers index columns through it)."""

@@ -1268,6 +1268,69 @@ def lz4_each(segment, starts, ends, limit, out, bounds, decoded):
     return len(starts)
 
 
+# gzip: one member as Java's GZIPOutputStream writes it, inflated by ISA-L's own inflate
+
+_GZIP_HEADER, _GZIP_TRAILER = 10, 8
+"""A member's header without optional fields (flags 0) and its trailer (CRC-32, size mod 2^32)."""
+_INFLATE_OUT_OVERFLOW = 2
+"""ISA-L's ISAL_OUT_OVERFLOW; 0 (ISAL_DECOMP_OK) is a whole stream read."""
+
+
+@intrinsic
+def _inflate_raw(typingctx, inflate, state, source, start, length, out, at, room):
+    """ISA-L's `isal_inflate_stateless` (its address in `inflate`) of the raw deflate stream at
+    source[start:start + length] into out[at:at + room], through `state`: a zeroed `struct
+    inflate_state` (so raw deflate: crc_flag 0). Sets only its first fields (next_out at 0,
+    avail_out at 8, next_in at 16, avail_in at 32: their place since ISA-L 2.20) and returns
+    (ISA-L's code, input bytes read, output bytes written)."""
+    def codegen(context, builder, signature, args):
+        i8p, i32, i64 = ir.IntType(8).as_pointer(), ir.IntType(32), ir.IntType(64)
+        function, state_, source_, start_, length_, out_, at_, room_ = args
+        begin = builder.gep(context.make_array(signature.args[2])(context, builder, source_).data, [start_])
+        target = builder.gep(context.make_array(signature.args[5])(context, builder, out_).data, [at_])
+        base = context.make_array(signature.args[1])(context, builder, state_).data
+
+        def field(offset, kind):
+            return builder.bitcast(builder.gep(base, [ir.Constant(i64, offset)]), kind.as_pointer())
+
+        builder.store(target, field(0, i8p))
+        builder.store(builder.trunc(room_, i32), field(8, i32))
+        builder.store(begin, field(16, i8p))
+        builder.store(builder.trunc(length_, i32), field(32, i32))
+        call = builder.inttoptr(function, ir.FunctionType(i32, [i8p]).as_pointer())
+        code = builder.call(call, [base])
+        read = builder.sub(builder.ptrtoint(builder.load(field(16, i8p)), i64), builder.ptrtoint(begin, i64))
+        written = builder.sub(builder.ptrtoint(builder.load(field(0, i8p)), i64), builder.ptrtoint(target, i64))
+        return context.make_tuple(builder, signature.return_type, [builder.sext(code, i64), read, written])
+    return types.UniTuple(types.int64, 3)(inflate, state, source, start, length, out, at, room), codegen
+
+
+@_jit
+def gzip_member(buf, start, end, out, op, size, inflate, state):
+    """`gzip_codec.decompress(buf[start:end], ...)` into exactly out[op:op + size], where the payload
+    is what producers write: one member, a header without optional fields, the trailer where the
+    payload ends, `size` bytes (its trailer's) whose CRC-32 the trailer holds. Returns True where
+    it is; False for anything else, which the caller decompresses as GZIPInputStream reads it."""
+    if (end - start < _GZIP_HEADER + _GZIP_TRAILER or buf[start] != 0x1F or buf[start + 1] != 0x8B
+            or buf[start + 2] != 8 or buf[start + 3] != 0 or size > 0xFFFFFFFF):
+        return False
+    code, read, written = _inflate_raw(inflate, state, buf, start + _GZIP_HEADER, end - start - _GZIP_HEADER,
+                                       out, op, size)
+    return (code == 0 and start + _GZIP_HEADER + read == end - _GZIP_TRAILER and written == size
+            and np.uint64(size) == _le32(buf, end - 4) and crc32(out, op, op + size) == _le32(buf, end - 8))
+
+
+@_jit
+def gzip_each(segment, starts, ends, at, out, inflated, inflate, state):
+    """`gzip_member` for payloads segment[starts[i]:ends[i]] into out[at[i]:at[i + 1]]: inflated[i]
+    says whether it did. Returns how many did."""
+    done = 0
+    for i in range(len(starts)):
+        inflated[i] = 1 if gzip_member(segment, starts[i], ends[i], out, at[i], at[i + 1] - at[i], inflate, state) else 0
+        done += inflated[i]
+    return done
+
+
 # dump: V0/V1 messages into the same record columns, as `LegacyBatch.records` reads them
 
 
@@ -2112,6 +2175,13 @@ def _lz4_entry(segment, segment_length, starts, ends, count, limit, out, out_len
 
 
 
+@njit(_I64(_BYTES, _I64, _LONGS, _LONGS, _LONGS, _I64, _BYTES, _I64, _LONGS, _I64, _BYTES, _I64), nogil=True)
+def _gzip_entry(segment, segment_length, starts, ends, at, count, out, out_length, inflated, inflate, state,
+                state_length):
+    return gzip_each(carray(segment, (segment_length,)), carray(starts, (count,)), carray(ends, (count,)),
+                     carray(at, (count + 1,)), carray(out, (out_length,)), carray(inflated, (count,)), inflate,
+                     carray(state, (state_length,)))
+
 @njit(_I64(_BYTES, _I64, _BYTES, _I64, _LONGS, _I64, _I64, _I64, _LONGS, _LONGS, _LONGS, _LONGS, _I64,
            _LONGS, _I64, _I64, _LONGS, _LONGS), nogil=True)
 def _decode_legacy_entry(segment, segment_length, payloads, payloads_length, columns, capacity, row, stop, starts, ends,
@@ -2160,7 +2230,7 @@ ENTRIES = {"scan": _scan_entry, "scan_legacy": _scan_legacy_entry, "agree_each":
            "recovery_index": _recovery_entry,
            "replay_transactional": _replay_entry, "producer_slots": _slots_entry, "plan_producers": _plan_entry,
            "decode_each": _decode_entry, "decode_legacy_each": _decode_legacy_entry,
-           "lz4_each": _lz4_entry, "render_each": _render_entry,
+           "lz4_each": _lz4_entry, "gzip_each": _gzip_entry, "render_each": _render_entry,
            "render_dumplog_each": _dumplog_entry}
 """The object's exported functions, each named `kafkalog_<key>`."""
 _UNREACHABLE = """

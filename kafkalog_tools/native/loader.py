@@ -19,10 +19,10 @@ import os
 import numpy as np
 
 from . import cache, elf_object
-from .columns import (ABORTED_FIELDS, B_MAGIC, CAPACITY, COLUMNS, DUMPLOG_TEXTS, HEADER_COLUMNS, LEGACY_RECORD_COLUMNS,
-                      ONGOING_FIELDS, PLAN_FIELDS, PRODUCER_FIELDS, RECORD_COLUMNS, RECOVERY_STATE, RENDER_BATCH,
-                      RENDER_RECORD, RENDER_STATE, REPLAY_FIELDS, REPLAY_ONGOING, REPLAY_STATE, RP_PRODUCER,
-                      RUN_BATCH_FIELDS, TEXTS, spread)
+from .columns import (ABORTED_FIELDS, B_MAGIC, CAPACITY, COLUMNS, DUMPLOG_TEXTS, HEADER_COLUMNS, INFLATE_STATE,
+                      LEGACY_RECORD_COLUMNS, ONGOING_FIELDS, PLAN_FIELDS, PRODUCER_FIELDS, RECORD_COLUMNS,
+                      RECOVERY_STATE, RENDER_BATCH, RENDER_RECORD, RENDER_STATE, REPLAY_FIELDS, REPLAY_ONGOING,
+                      REPLAY_STATE, RP_PRODUCER, RUN_BATCH_FIELDS, TEXTS, spread)
 
 _ENTRY_PREFIX = "kafkalog_"
 
@@ -148,6 +148,7 @@ _SIGNATURES = {  # kernels.ENTRIES, in their argument order
     "decode_legacy_each": (_POINTER, _I64, _POINTER, _I64, _POINTER, _I64, _I64, _I64, _POINTER, _POINTER, _POINTER,
                            _POINTER, _I64, _POINTER, _I64, _I64, _POINTER, _POINTER),
     "lz4_each": (_POINTER, _I64, _POINTER, _POINTER, _I64, _I64, _POINTER, _I64, _POINTER, _POINTER),
+    "gzip_each": (_POINTER, _I64, _POINTER, _POINTER, _POINTER, _I64, _POINTER, _I64, _POINTER, _I64, _POINTER, _I64),
     "render_each": (_POINTER, _I64, _POINTER, _I64, _POINTER, _I64, _POINTER, _I64, _POINTER, _I64, _POINTER, _I64,
                     _I64, _POINTER, _I64, _POINTER, _I64, _POINTER, _I64, _POINTER),
     "render_dumplog_each": (_POINTER, _I64, _POINTER, _I64, _POINTER, _I64, _POINTER, _I64, _POINTER, _I64, _POINTER,
@@ -344,6 +345,21 @@ class NativeKernel:
         return self._call("lz4_each", _address(segment, np.uint8), segment.size, _address(starts, np.int64),
                           _address(ends, np.int64), count, int(limit), _address(out, np.uint8, writable=True),
                           out.size, _address(bounds, np.int64, writable=True), _address(decoded, np.int64, writable=True))
+
+    def gzip_each(self, segment, starts, ends, at, out, inflated, inflate: int, state) -> int:
+        """kernels.gzip_each: how many of the payloads segment[starts[i]:ends[i]] it inflated, each
+        into out[at[i]:at[i + 1]], with ISA-L's `isal_inflate_stateless` at address `inflate` and
+        `state` (zeroed, at least `gzip_codec.INFLATE_STATE` bytes) its working memory."""
+        count = starts.size
+        if not (ends.size == count == inflated.size == at.size - 1 and inflate and state.size >= INFLATE_STATE
+                and (count == 0 or (starts.min() >= 0 and (ends - starts).min() >= 0 and ends.max() <= segment.size
+                                    and at[0] >= 0 and (np.diff(at) >= 0).all() and at[-1] <= out.size))):
+            raise ValueError(f"bulk kernel: gzip_each over {count} payloads in {segment.size} bytes")
+        return self._call("gzip_each", _address(segment, np.uint8), segment.size, _address(starts, np.int64),
+                          _address(ends, np.int64), _address(at, np.int64), count,
+                          _address(out, np.uint8, writable=True), out.size,
+                          _address(inflated, np.int64, writable=True), int(inflate),
+                          _address(state, np.uint8, writable=True), state.size)
 
     def decode_legacy_each(self, segment, payloads, columns, row: int, stop: int, starts, ends, in_payloads,
                            first_record, records, n: int, legacy_records) -> tuple[int, int]:

@@ -389,6 +389,8 @@ def python_run_block(run: d.BatchRun, bytes_mode: str) -> bytes:
     records = None if run.records is None else zip(*run.records.tolist())
     legacy = None if run.legacy is None else zip(*run.legacy.tolist())
     segment, payloads, headers = run.segment, run.payloads, run.headers
+    if not isinstance(payloads, bytes):  # (sliced below as bytes are)
+        payloads = bytes(payloads)
     for (position, size, base_offset, last_offset, count, crc, attributes, max_timestamp, producer_id,
          producer_epoch, base_sequence, last_sequence, leader_epoch, base_timestamp, in_payloads,
          magic) in zip(*run.batches.tolist()):
