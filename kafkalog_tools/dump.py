@@ -553,8 +553,9 @@ class _Buffers:
         self.columns = columns
         self.first_record = np.empty(columns.shape[1], dtype=np.int64)
         """Per batch: its first record's row, or `bulk_scan.NOT_DECODED`."""
-        self.lz4_out = None
-        """Where `_decode_lz4` decodes lz4 payloads (copied into the chunk's `payloads`), made on first use."""
+        self.frames_out = None
+        """Where `_decode_frames` decodes lz4 and snappy payloads (copied into the chunk's `payloads`), made on
+        first use."""
 
 
 @dataclass(eq=False)
@@ -744,14 +745,15 @@ class _BulkDump:
                | (columns[RECORDS_COUNT, :n] < 0)] = -1
         in_payloads = np.zeros(n, dtype=np.int64)
         compressed = (starts >= 0) & (attributes & ATTR_CODEC != 0)
-        lz4 = np.flatnonzero(compressed & (attributes & ATTR_CODEC == codecs.IDS["lz4"]))
-        held, went = (self._decode_lz4(chunk, lz4, starts, ends, in_payloads, self.segment.decompress_limit)
-                      if len(lz4) else (0, 0))
-        if went < len(lz4):  # the kernel's output is full: the next kernel call reads on from that batch
-            n = chunk.n = int(lz4[went])
+        codec = attributes & ATTR_CODEC
+        framed = np.flatnonzero(compressed & ((codec == codecs.IDS["lz4"]) | (codec == codecs.IDS["snappy"])))
+        held, went = (self._decode_frames(chunk, framed, starts, ends, in_payloads, self.segment.decompress_limit)
+                      if len(framed) else (0, 0))
+        if went < len(framed):  # the kernel's output is full: the next kernel call reads on from that batch
+            n = chunk.n = int(framed[went])
             chunk.after, chunk.stopped = int(columns[POSITION, n]), False
         n = self._decompress(chunk, np.flatnonzero(compressed[:n] & (in_payloads[:n] == 0)), 2, starts, ends,
-                             in_payloads, bytes(chunk.buffers.lz4_out[:held]) if held else b"")
+                             in_payloads, bytes(chunk.buffers.frames_out[:held]) if held else b"")
         payload_view = np.frombuffer(chunk.payloads, dtype=np.uint8)
         records = np.empty((len(bulk_scan.RECORD_COLUMNS), spread(self.RECORDS)), dtype=np.int64)
         headers = np.empty((len(bulk_scan.HEADER_COLUMNS), spread(self.RECORDS)), dtype=np.int64)
@@ -770,15 +772,17 @@ class _BulkDump:
             else:
                 headers = self._grown(headers, headers_used, 2 * headers.shape[1])
 
-    def _decode_lz4(self, chunk: _Chunk, rows, starts, ends, in_payloads, limit: int) -> tuple[int, int]:
-        """These lz4 batches' frames decoded by `kernels.lz4_each` into the buffers' `lz4_out`, and their
-        `starts`, `ends` and `in_payloads` set; those it refuses are left as they were. Returns (bytes
-        held, batches it went through: fewer than all when the output is full)."""
+    def _decode_frames(self, chunk: _Chunk, rows, starts, ends, in_payloads, limit: int) -> tuple[int, int]:
+        """These lz4 and snappy batches' payloads decoded by `kernels.frames_each` into the buffers'
+        `frames_out`, and their `starts`, `ends` and `in_payloads` set; those it refuses are left as
+        they were. Returns (bytes held, batches it went through: fewer than all when the output is full)."""
         np, buffers = self.np, chunk.buffers
-        if buffers.lz4_out is None:
-            buffers.lz4_out = np.empty(4 * self.STEP, dtype=np.uint8)
+        if buffers.frames_out is None:
+            buffers.frames_out = np.empty(4 * self.STEP, dtype=np.uint8)
         bounds, decoded = np.empty(len(rows) + 1, dtype=np.int64), np.empty(len(rows), dtype=np.int64)
-        went = self.reader.kernel.lz4_each(self.view, starts[rows], ends[rows], limit, buffers.lz4_out, bounds, decoded)
+        codec_ids = buffers.columns[ATTRIBUTES, rows] & ATTR_CODEC
+        went = self.reader.kernel.frames_each(self.view, codec_ids, starts[rows], ends[rows], limit, buffers.frames_out,
+                                              bounds, decoded)
         kept = rows[:went][decoded[:went] == 1]
         starts[kept], ends[kept] = bounds[:went][decoded[:went] == 1], bounds[1:went + 1][decoded[:went] == 1]
         in_payloads[kept] = 1

@@ -1,4 +1,4 @@
-"""The bulk kernel's LZ4 frames (kernels.lz4_each) against the reference, codecs.decompress:
+"""The bulk kernel's LZ4 frames (kernels.frames_each) against the reference, codecs.decompress:
 whatever the kernel decodes, the reference decodes to the same bytes; whatever the reference
 refuses, the kernel refuses. Frames from our compressor, lz4.frame's, Java Kafka's (the golden
 corpus), hand-made LZ4 sequences, and thousands of damaged copies of all of them."""
@@ -27,7 +27,12 @@ KERNEL = bulk_scan.kernel()
 LZ4 = codecs.IDS["lz4"]
 
 
-def kernel_decodes(frames: list[bytes], limit: int = codecs.DEFAULT_LIMIT, room: int = 1 << 24):
+def lz4_each(segment, starts, ends, limit: int, out, bounds, decoded, codec: int = LZ4) -> int:
+    """`frames_each` of lz4 frames (or of another codec's payloads)."""
+    return KERNEL.frames_each(segment, np.full(len(starts), codec, np.int64), starts, ends, limit, out, bounds, decoded)
+
+
+def kernel_decodes(frames: list[bytes], limit: int = codecs.DEFAULT_LIMIT, room: int = 1 << 24, codec: int = LZ4):
     """Each frame's payload as the kernel decodes it, None where it refuses; frames that did not
     fit in the output after others are decoded by a further call, as verify does."""
     segment = np.frombuffer(b"".join(frames) or b"\0", dtype=np.uint8)
@@ -37,27 +42,27 @@ def kernel_decodes(frames: list[bytes], limit: int = codecs.DEFAULT_LIMIT, room:
     results, done = [], 0
     while done < len(frames):
         bounds, decoded = np.empty(len(frames) - done + 1, np.int64), np.empty(len(frames) - done, np.int64)
-        went = KERNEL.lz4_each(segment, starts[done:], ends[done:], limit, out, bounds, decoded)
+        went = lz4_each(segment, starts[done:], ends[done:], limit, out, bounds, decoded, codec)
         assert went > 0
         results += [bytes(out[bounds[i]:bounds[i + 1]]) if decoded[i] else None for i in range(went)]
         done += went
     return results
 
 
-def reference(frame: bytes, limit: int = codecs.DEFAULT_LIMIT) -> bytes | None:
+def reference(frame: bytes, limit: int = codecs.DEFAULT_LIMIT, codec: int = LZ4) -> bytes | None:
     try:
-        return codecs.decompress(LZ4, frame, magic=2, limit=limit)
+        return codecs.decompress(codec, frame, magic=2, limit=limit)
     except KafkaLogError:
         return None
 
 
-def assert_agree(frames: list[bytes], limit: int = codecs.DEFAULT_LIMIT) -> tuple[int, int]:
+def assert_agree(frames: list[bytes], limit: int = codecs.DEFAULT_LIMIT, codec: int = LZ4) -> tuple[int, int]:
     """(frames the kernel decoded, frames the reference decoded), after checking the kernel never
     decodes what the reference refuses, nor differently."""
-    decoded = kernel_decodes(frames, limit)
+    decoded = kernel_decodes(frames, limit, codec=codec)
     ours = theirs = 0
     for frame, got in zip(frames, decoded):
-        expected = reference(frame, limit)
+        expected = reference(frame, limit, codec)
         if got is not None:
             assert expected is not None, f"the kernel decoded a frame the reference refuses: {frame[:64].hex()}"
             assert got == expected, f"the kernel decoded differently: {frame[:64].hex()}"
@@ -221,9 +226,9 @@ def test_a_full_output_stops_the_call_and_a_frame_too_large_for_it_is_refused():
     ends = np.cumsum([len(f) for f in frames], dtype=np.int64)
     starts = ends - [len(f) for f in frames]
     out, bounds, decoded = np.empty(1000, np.uint8), np.empty(5, np.int64), np.empty(4, np.int64)
-    assert KERNEL.lz4_each(segment, starts, ends, 1 << 20, out, bounds, decoded) == 2  # the third does not fit
+    assert lz4_each(segment, starts, ends, 1 << 20, out, bounds, decoded) == 2  # the third does not fit
     assert list(bounds[:3]) == [0, 300, 600] and list(decoded[:2]) == [1, 1]
-    assert KERNEL.lz4_each(segment, starts[2:], ends[2:], 1 << 20, out, bounds[:3], decoded[:2]) == 2
+    assert lz4_each(segment, starts[2:], ends[2:], 1 << 20, out, bounds[:3], decoded[:2]) == 2
     assert list(decoded[:2]) == [0, 1] and list(bounds[:3]) == [0, 0, 300]  # alone, still too large: refused
     assert bytes(out[:300]) == bytes([3]) * 300
 
@@ -237,12 +242,12 @@ def test_xxh32_kernel_equals_the_codecs():
         assert kernels.xxh32(np.frombuffer(data, np.uint8), 3, 3 + size) == lz4_codec.xxh32(data[3:])
 
 
-def test_lz4_each_refuses_frames_outside_the_segment():
+def test_frames_each_refuses_frames_outside_the_segment():
     segment = np.zeros(16, np.uint8)
     out, bounds, decoded = np.empty(16, np.uint8), np.empty(2, np.int64), np.empty(1, np.int64)
     for start, end in ((0, 17), (-1, 4), (5, 4)):
         with pytest.raises(ValueError, match="bulk kernel"):
-            KERNEL.lz4_each(segment, np.array([start], np.int64), np.array([end], np.int64), 100, out, bounds, decoded)
+            lz4_each(segment, np.array([start], np.int64), np.array([end], np.int64), 100, out, bounds, decoded)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -250,9 +255,9 @@ def test_lz4_each_refuses_frames_outside_the_segment():
 # ---------------------------------------------------------------------------------------------
 
 
-def lz4_segment(rng: random.Random, base: int) -> bytes:
-    """lz4 batches, a few larger than one block, some of whose frames are damaged under a valid
-    CRC (the reference refuses them, or decodes records that disagree with the header)."""
+def lz4_segment(rng: random.Random, base: int, codec: int = LZ4) -> bytes:
+    """lz4 batches (or another codec's), a few larger than one block, some of whose payloads are damaged under
+    a valid CRC (the reference refuses them, or decodes records that disagree with the header)."""
     out, offset = [], base
     for _ in range(rng.randrange(1, 40)):
         count = rng.choice([0, 1, 3, 20, rng.randrange(8)])
@@ -261,7 +266,7 @@ def lz4_segment(rng: random.Random, base: int) -> bytes:
                                 _data(rng, rng.choice([0, 200, 5000, rng.randrange(20_000)])),
                                 [(b"h", _data(rng, rng.randrange(30)))] * rng.randrange(3))
                    for i, delta in enumerate(deltas)]
-        batch = bytearray(build_batch(offset, records, base_timestamp=1_700_000_000_000, compression_id=LZ4,
+        batch = bytearray(build_batch(offset, records, base_timestamp=1_700_000_000_000, compression_id=codec,
                                       max_timestamp=1_700_000_000_000 + max(deltas, default=-1)))
         if rng.random() < 0.3:
             batch[HEADER_SIZE:] = _mutated(rng, bytes(batch[HEADER_SIZE:]))
@@ -272,11 +277,13 @@ def lz4_segment(rng: random.Random, base: int) -> bytes:
     return b"".join(out)
 
 
-def test_verify_and_dump_of_lz4_segments_in_bulk_equal_batch_by_batch(monkeypatch, tmp_path):
+@pytest.mark.parametrize("codec", ["lz4", "snappy"])
+def test_verify_and_dump_of_lz4_and_snappy_segments_in_bulk_equal_batch_by_batch(monkeypatch, tmp_path, codec):
     from tests.test_bulk_scan import generated_partitions, verify_both_ways
     from tests.test_dump_bulk import dump_both_ways
 
-    paths = generated_partitions(tmp_path, random.Random(7), 30, lz4_segment, 500)
+    paths = generated_partitions(tmp_path, random.Random(7), 30,
+                                 lambda rng, base: lz4_segment(rng, base, codecs.IDS[codec]), 500)
     findings = verify_both_ways(monkeypatch, paths, deep=True)
     assert {"record-corrupt"} <= {f["code"] for f in findings}
     dumped = dump_both_ways(monkeypatch, paths, "-d")

@@ -42,7 +42,7 @@ from .columns import (B_ATTRIBUTES, B_BASE_TIMESTAMP, B_COUNT, B_IN_PAYLOADS, B_
                       RENDER_REFUSED, RENDER_STATE, RENDER_WRITTEN, RUN_BATCH_FIELDS, TEXTS, T_BASE64, T_BATCH,
                       T_CODEC, T_CONTROL, T_CONTROL_TYPE, T_FALSE, T_HEADER, T_LEGACY, T_NULL, T_RECORD,
                       T_TIMESTAMP_TYPE, T_TRUE, T_UTF8)
-from ..codecs import lz4_codec
+from ..codecs import IDS as CODEC_IDS, lz4_codec, snappy_codec
 from ..formats import legacy
 from ..formats.record_batch import (ATTR_CODEC, ATTR_CONTROL, ATTR_DELETE_HORIZON, ATTR_LOG_APPEND_TIME,
                                     ATTR_TRANSACTIONAL, HEADER_SIZE)
@@ -1040,6 +1040,7 @@ def decode_each(segment, payloads, columns, row, stop, starts, ends, in_payloads
 _LZ4_BLOCK_MAX = np.array([lz4_codec.BLOCK_MAX.get(code, 0) for code in range(8)], dtype=np.int64)
 """Block maximum size by the BD byte's code; 0 where the frame is refused."""
 _LZ4_MAGIC = np.int64(lz4_codec.FRAME_MAGIC)
+_LZ4, _SNAPPY = CODEC_IDS["lz4"], CODEC_IDS["snappy"]
 _STORED_BLOCK = np.int64(0x80000000)
 _LAST_LITERALS, _LAST_MATCH_START = 5, 12
 """The LZ4 block format's end rules: the last 5 bytes are literals, the last match starts 12 or
@@ -1252,15 +1253,111 @@ def lz4_frame(buf, start, end, limit, out, op):
         pos += size + checksums
 
 
+# snappy: snappy-java's xerial framing around raw snappy blocks, as Kafka's producers write it
+
+_XERIAL_MAGIC = np.uint64(int.from_bytes(snappy_codec.XERIAL_MAGIC, "little"))
+_XERIAL_HEADER = len(snappy_codec.XERIAL_HEADER)
+
+
 @_jit
-def lz4_each(segment, starts, ends, limit, out, bounds, decoded):
-    """`lz4_frame` for frames segment[starts[i]:ends[i]]: payload i lands at out[bounds[i]:bounds[i+1]]
-    (bounds[0] = 0) and decoded[i] says whether it did (else it is empty: the caller decompresses
-    it). Returns how many frames it went through: fewer than all when `out` is full (a frame that
-    does not fit in it alone is refused)."""
+def snappy_block(buf, start, end, out, op, budget):
+    """`snappy.uncompress(buf[start:end])` into out[op:], for a block that keeps every rule of the
+    format (its length a varint of at most 5 bytes and 32 bits, every literal and copy inside the
+    input and the declared length, every copy from at least one byte back inside the block's own
+    output, the input ending where the output reaches the declared length): returns the output's
+    end; _REFUSED for anything else and for a length above `budget` (the caller lets the codec say
+    why), _NO_ROOM when `out` has no room for it."""
+    length, shift, pos = np.int64(0), 0, start
+    while True:
+        if pos >= end or shift > 28:
+            return _REFUSED
+        byte = np.int64(buf[pos])
+        pos += 1
+        length |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            break
+        shift += 7
+    if length > 0xFFFFFFFF or length > budget:
+        return _REFUSED
+    if length > len(out) - op:
+        return _NO_ROOM
+    first, stop = op, op + length
+    while pos < end:
+        tag = np.int64(buf[pos])
+        pos += 1
+        if tag & 3 == 0:  # literal: its length - 1 in the tag, or in the 1-4 bytes after it
+            size = tag >> 2
+            if size >= 60:
+                extra = size - 59
+                if pos + extra > end:
+                    return _REFUSED
+                size = np.int64(0)
+                for k in range(extra):
+                    size |= np.int64(buf[pos + k]) << (8 * k)
+                pos += extra
+            size += 1
+            if pos + size > end or op + size > stop:
+                return _REFUSED
+            _copy(out, op, buf, pos, size)
+            pos += size
+        else:  # copy: 1, 2 or 4 bytes of offset
+            if tag & 3 == 1:
+                if pos + 1 > end:
+                    return _REFUSED
+                size, offset = 4 + ((tag >> 2) & 7), ((tag >> 5) << 8) | np.int64(buf[pos])
+                pos += 1
+            elif tag & 3 == 2:
+                if pos + 2 > end:
+                    return _REFUSED
+                size, offset = (tag >> 2) + 1, np.int64(buf[pos]) | (np.int64(buf[pos + 1]) << 8)
+                pos += 2
+            else:
+                if pos + 4 > end:
+                    return _REFUSED
+                size, offset = (tag >> 2) + 1, np.int64(_le32(buf, pos))
+                pos += 4
+            if offset == 0 or offset > op - first or op + size > stop:
+                return _REFUSED
+            _repeat(out, op, offset, size)
+        op += size
+    return op if op == stop else _REFUSED
+
+
+@_jit
+def snappy_xerial(buf, start, end, limit, out, op):
+    """`snappy_codec.decompress(buf[start:end], limit, magic=2)` into out[op:] for a payload in
+    xerial framing: returns the output's end, _REFUSED wherever that raises and for what it reads
+    otherwise (a raw block without the framing, a second stream's header), _NO_ROOM when `out` is
+    full."""
+    if end - start < _XERIAL_HEADER or _word_at(buf, start) != _XERIAL_MAGIC:
+        return _REFUSED
+    first, pos = op, start + _XERIAL_HEADER
+    while end - pos >= 4:  # (fewer bytes left end the stream: SnappyInputStream.hasNextChunk)
+        length = _signed(_be(buf, pos, 4), 32)  # (a second header's magic reads as a negative length)
+        pos += 4
+        if length < 0 or pos + length > end:
+            return _REFUSED
+        op = snappy_block(buf, pos, pos + length, out, op, limit - (op - first))
+        if op < 0:
+            return op
+        pos += length
+    return op
+
+
+@_jit
+def frames_each(segment, codec_ids, starts, ends, limit, out, bounds, decoded):
+    """`lz4_frame` or `snappy_xerial`, by codec id, for payloads segment[starts[i]:ends[i]]: payload
+    i lands at out[bounds[i]:bounds[i+1]] (bounds[0] = 0) and decoded[i] says whether it did (else
+    it is empty: the caller decompresses it). Returns how many it went through: fewer than all when
+    `out` is full (a payload that does not fit in it alone is refused)."""
     bounds[0] = 0
     for i in range(len(starts)):
-        after = lz4_frame(segment, starts[i], ends[i], limit, out, bounds[i])
+        if codec_ids[i] == _LZ4:
+            after = lz4_frame(segment, starts[i], ends[i], limit, out, bounds[i])
+        elif codec_ids[i] == _SNAPPY:
+            after = snappy_xerial(segment, starts[i], ends[i], limit, out, bounds[i])
+        else:
+            after = _REFUSED
         if after == _NO_ROOM and bounds[i] > 0:
             return i
         decoded[i] = 1 if after >= 0 else 0
@@ -2168,11 +2265,11 @@ def _decode_entry(segment, segment_length, payloads, payloads_length, columns, c
     return 0
 
 
-@njit(_I64(_BYTES, _I64, _LONGS, _LONGS, _I64, _I64, _BYTES, _I64, _LONGS, _LONGS), nogil=True)
-def _lz4_entry(segment, segment_length, starts, ends, count, limit, out, out_length, bounds, decoded):
-    return lz4_each(carray(segment, (segment_length,)), carray(starts, (count,)), carray(ends, (count,)), limit,
-                    carray(out, (out_length,)), carray(bounds, (count + 1,)), carray(decoded, (count,)))
-
+@njit(_I64(_BYTES, _I64, _LONGS, _LONGS, _LONGS, _I64, _I64, _BYTES, _I64, _LONGS, _LONGS), nogil=True)
+def _frames_entry(segment, segment_length, codec_ids, starts, ends, count, limit, out, out_length, bounds, decoded):
+    return frames_each(carray(segment, (segment_length,)), carray(codec_ids, (count,)), carray(starts, (count,)),
+                       carray(ends, (count,)), limit, carray(out, (out_length,)), carray(bounds, (count + 1,)),
+                       carray(decoded, (count,)))
 
 
 @njit(_I64(_BYTES, _I64, _LONGS, _LONGS, _LONGS, _I64, _BYTES, _I64, _LONGS, _I64, _BYTES, _I64), nogil=True)
@@ -2230,7 +2327,7 @@ ENTRIES = {"scan": _scan_entry, "scan_legacy": _scan_legacy_entry, "agree_each":
            "recovery_index": _recovery_entry,
            "replay_transactional": _replay_entry, "producer_slots": _slots_entry, "plan_producers": _plan_entry,
            "decode_each": _decode_entry, "decode_legacy_each": _decode_legacy_entry,
-           "lz4_each": _lz4_entry, "gzip_each": _gzip_entry, "render_each": _render_entry,
+           "frames_each": _frames_entry, "gzip_each": _gzip_entry, "render_each": _render_entry,
            "render_dumplog_each": _dumplog_entry}
 """The object's exported functions, each named `kafkalog_<key>`."""
 _UNREACHABLE = """

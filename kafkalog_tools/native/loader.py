@@ -147,7 +147,7 @@ _SIGNATURES = {  # kernels.ENTRIES, in their argument order
                     _POINTER, _I64, _POINTER, _I64, _I64, _POINTER, _I64, _I64, _POINTER),
     "decode_legacy_each": (_POINTER, _I64, _POINTER, _I64, _POINTER, _I64, _I64, _I64, _POINTER, _POINTER, _POINTER,
                            _POINTER, _I64, _POINTER, _I64, _I64, _POINTER, _POINTER),
-    "lz4_each": (_POINTER, _I64, _POINTER, _POINTER, _I64, _I64, _POINTER, _I64, _POINTER, _POINTER),
+    "frames_each": (_POINTER, _I64, _POINTER, _POINTER, _POINTER, _I64, _I64, _POINTER, _I64, _POINTER, _POINTER),
     "gzip_each": (_POINTER, _I64, _POINTER, _POINTER, _POINTER, _I64, _POINTER, _I64, _POINTER, _I64, _POINTER, _I64),
     "render_each": (_POINTER, _I64, _POINTER, _I64, _POINTER, _I64, _POINTER, _I64, _POINTER, _I64, _POINTER, _I64,
                     _I64, _POINTER, _I64, _POINTER, _I64, _POINTER, _I64, _POINTER),
@@ -336,15 +336,17 @@ class NativeKernel:
                    _address(headers, np.int64, len(HEADER_COLUMNS), True), headers.shape[1], int(h), out.ctypes.data)
         return int(out[0]), int(out[1]), int(out[2])
 
-    def lz4_each(self, segment, starts, ends, limit: int, out, bounds, decoded) -> int:
-        """kernels.lz4_each: how many of the frames segment[starts[i]:ends[i]] it went through."""
+    def frames_each(self, segment, codec_ids, starts, ends, limit: int, out, bounds, decoded) -> int:
+        """kernels.frames_each: how many of the lz4 and snappy payloads segment[starts[i]:ends[i]]
+        (by `codec_ids[i]`) it went through."""
         count = starts.size
-        if not (ends.size == count == decoded.size == bounds.size - 1 and limit >= 0
+        if not (ends.size == count == codec_ids.size == decoded.size == bounds.size - 1 and limit >= 0
                 and (count == 0 or (starts.min() >= 0 and (ends - starts).min() >= 0 and ends.max() <= segment.size))):
-            raise ValueError(f"bulk kernel: lz4_each over {count} frames in {segment.size} bytes")
-        return self._call("lz4_each", _address(segment, np.uint8), segment.size, _address(starts, np.int64),
-                          _address(ends, np.int64), count, int(limit), _address(out, np.uint8, writable=True),
-                          out.size, _address(bounds, np.int64, writable=True), _address(decoded, np.int64, writable=True))
+            raise ValueError(f"bulk kernel: frames_each over {count} payloads in {segment.size} bytes")
+        return self._call("frames_each", _address(segment, np.uint8), segment.size, _address(codec_ids, np.int64),
+                          _address(starts, np.int64), _address(ends, np.int64), count, int(limit),
+                          _address(out, np.uint8, writable=True), out.size, _address(bounds, np.int64, writable=True),
+                          _address(decoded, np.int64, writable=True))
 
     def gzip_each(self, segment, starts, ends, at, out, inflated, inflate: int, state) -> int:
         """kernels.gzip_each: how many of the payloads segment[starts[i]:ends[i]] it inflated, each

@@ -23,8 +23,8 @@ class BulkScan:
         self.scan = scan
         self.reader = bulk_scan.Reader(scan.log)
         self.kernel = self.reader.kernel
-        self.lz4_out = []
-        """Where `_check_lz4` decodes lz4 payloads, a buffer per thread, made on first use."""
+        self.frames_out = []
+        """Where `_check_frames` decodes lz4 and snappy payloads, a buffer per thread, made on first use."""
 
     @property
     def then_one_by_one(self) -> int:
@@ -99,15 +99,16 @@ class BulkScan:
 
     def _check_compressed(self, columns, rows) -> None:
         """Decompress these batches and let the kernel walk their records (it marks those that
-        agree): lz4 frames in the kernel too, the others and those it refuses here. One that will
+        agree): lz4 and snappy payloads in the kernel too, the others and those it refuses here. One that will
         not decompress is left to `_accept`, which reports why."""
         import numpy as np
 
         log = self.scan.log
         buffer, limit = log.buffer, log.decompress_limit
-        lz4 = columns[ATTRIBUTES, rows] & ATTR_CODEC == codecs.IDS["lz4"]
-        if lz4.any():
-            rows = np.concatenate((rows[~lz4], self._check_lz4(columns, rows[lz4], limit)))
+        codec = columns[ATTRIBUTES, rows] & ATTR_CODEC
+        framed = (codec == codecs.IDS["lz4"]) | (codec == codecs.IDS["snappy"])
+        if framed.any():
+            rows = np.concatenate((rows[~framed], self._check_frames(columns, rows[framed], limit)))
         rows = rows.tolist()
         ranges = [(attributes & ATTR_CODEC, position + HEADER_SIZE, position + size) for position, size, attributes
                   in zip(columns[POSITION, rows].tolist(), columns[SIZE, rows].tolist(),
@@ -191,33 +192,34 @@ class BulkScan:
         columns[BASE_OFFSET, rows] = base
         columns[bulk_scan.CHECKED, rows] = 1
 
-    def _check_lz4(self, columns, rows, limit: int):
-        """`kernels.lz4_each` then `agree_each` on these lz4 batches, an output buffer at a
+    def _check_frames(self, columns, rows, limit: int):
+        """`kernels.frames_each` then `agree_each` on these lz4 and snappy batches, an output buffer at a
         time, in pieces of about equal compressed bytes shared among threads; returns the rows
         whose frames the kernel refused."""
         import numpy as np
 
         sizes = np.cumsum(columns[SIZE, rows])
         threads = codecs.threads_for(int(sizes[-1]))
-        while len(self.lz4_out) < threads:
-            self.lz4_out.append(np.empty(self.reader.step, dtype=np.uint8))
+        while len(self.frames_out) < threads:
+            self.frames_out.append(np.empty(self.reader.step, dtype=np.uint8))
         pieces = 4 * threads if threads > 1 else 1
         cuts = [0, *np.searchsorted(sizes, [sizes[-1] * piece // pieces for piece in range(1, pieces)]).tolist(),
                 len(rows)]
-        refused = codecs.in_pieces(lambda piece, slot: self._check_lz4_part(
-            columns, rows[cuts[piece]:cuts[piece + 1]], limit, self.lz4_out[slot]), pieces, threads)
+        refused = codecs.in_pieces(lambda piece, slot: self._check_frames_part(
+            columns, rows[cuts[piece]:cuts[piece + 1]], limit, self.frames_out[slot]), pieces, threads)
         return np.concatenate(refused)
 
-    def _check_lz4_part(self, columns, rows, limit: int, out):
+    def _check_frames_part(self, columns, rows, limit: int, out):
         import numpy as np
 
         positions = columns[POSITION, rows]
         starts, ends = positions + HEADER_SIZE, positions + columns[SIZE, rows]
+        codec_ids = columns[ATTRIBUTES, rows] & ATTR_CODEC
         bounds, decoded = np.empty(len(rows) + 1, dtype=np.int64), np.empty(len(rows), dtype=np.int64)
         done = 0
         while done < len(rows):
-            went = self.kernel.lz4_each(self.reader.view, starts[done:], ends[done:], limit, out, bounds[done:],
-                                        decoded[done:])
+            went = self.kernel.frames_each(self.reader.view, codec_ids[done:], starts[done:], ends[done:], limit, out,
+                                           bounds[done:], decoded[done:])
             kept = done + np.flatnonzero(decoded[done:done + went])
             if len(kept):  # refused frames hold no bytes: the kept ones lie end to end
                 self.kernel.agree_each(out, np.append(bounds[kept], bounds[done + went]), columns, rows[kept])
