@@ -615,7 +615,7 @@ class _BulkDump:
         self.ahead = None
         """(position, future of its `_Chunk`): the call after the current chunk, on the scan thread."""
         self.inflate_states = []
-        """`_inflate_state`'s, by thread slot."""
+        """ISA-L's working memory of each thread that inflates (`bulk_scan.inflate_gzip`)."""
 
     @property
     def then_one_by_one(self) -> int:
@@ -847,53 +847,24 @@ class _BulkDump:
         return chunk.n
 
     def _inflate_gzip(self, chunk: _Chunk, rows, starts, ends, in_payloads, decoded: bytes, budget: int):
-        """`_decompress`'s gzip payloads that `kernels.gzip_member` vouches for (one member, as
-        producers write them), inflated into one buffer after `decoded`, each into as many bytes as
-        its trailer says, on as many threads as `codecs.threads_for` gives them; the buffer holds
-        at most `budget` bytes but the first payload's, and the chunk ends before the first
-        payload that does not fit. Returns (the buffer, the bytes it holds, the rows left to
-        decompress one by one)."""
-        np, columns, view = self.np, chunk.buffers.columns, self.view
+        """`_decompress`'s gzip payloads, those `bulk_scan.inflate_gzip` inflates, in one buffer after
+        `decoded`; the chunk ends before the first that does not fit in `budget`. Returns (the
+        buffer, the bytes it holds, the rows left to decompress one by one)."""
+        np, columns = self.np, chunk.buffers.columns
         gzip = rows[columns[ATTRIBUTES, rows] & ATTR_CODEC == codecs.IDS["gzip"]]
-        gzip = gzip[ends[gzip] - starts[gzip] >= 18]  # (header and trailer: `gzip_member` refuses less)
-        sizes = bulk_scan.little_endian(view, ends[gzip] - 4, 4)
-        gzip, sizes = gzip[sizes <= self.segment.decompress_limit], sizes[sizes <= self.segment.decompress_limit]
         if not len(gzip):
             return decoded, len(decoded), rows
-        at = np.empty(len(gzip) + 1, dtype=np.int64)
-        at[0] = len(decoded)
-        np.cumsum(sizes, out=at[1:])
-        at[1:] += len(decoded)
-        fits = max(1, int(np.searchsorted(at[1:], budget, side="right")))
-        if fits < len(gzip):  # the next call reads on from the first that does not fit
-            chunk.n = cut = int(gzip[fits])
+        out, at, inflated, taken = bulk_scan.inflate_gzip(self.view, starts[gzip], ends[gzip],
+                                                          self.segment.decompress_limit, budget - len(decoded),
+                                                          self.inflate_states, before=len(decoded))
+        if taken < len(gzip):  # the next call reads on from the first that does not fit
+            chunk.n = cut = int(gzip[taken])
             chunk.after, chunk.stopped = int(columns[POSITION, cut]), False
-            gzip, at, rows = gzip[:fits], at[:fits + 1], rows[rows < cut]
-        out = np.empty(int(at[-1]), dtype=np.uint8)
+            gzip, rows = gzip[:taken], rows[rows < cut]
         out[:len(decoded)] = np.frombuffer(decoded, dtype=np.uint8)
-        inflated = np.zeros(len(gzip), dtype=np.int64)
-        starts_in, ends_in = starts[gzip], ends[gzip]
-        inflater, kernel = bulk_scan.gzip_inflater(), self.reader.kernel
-        threads = codecs.threads_for(int((ends_in - starts_in).sum()))
-        pieces = min(len(gzip), 4 * threads)  # (taken in turn: a thread slowed down takes fewer)
-        bounds = np.linspace(0, len(gzip), pieces + 1).astype(np.int64)
-
-        def inflate(piece: int, slot: int) -> None:
-            low, high = int(bounds[piece]), int(bounds[piece + 1])
-            kernel.gzip_each(view, starts_in[low:high], ends_in[low:high], at[low:high + 1], out, inflated[low:high],
-                             inflater, self._inflate_state(slot))
-
-        codecs.in_pieces(inflate, pieces, threads)
         done = inflated == 1
         starts[gzip[done]], ends[gzip[done]], in_payloads[gzip[done]] = at[:-1][done], at[1:][done], 1
         return out, len(out), rows[~np.isin(rows, gzip[done])]
-
-    def _inflate_state(self, slot: int):
-        """ISA-L's working memory for the thread in `slot` (`codecs.in_pieces`), zeroed once."""
-        states = self.inflate_states
-        while len(states) <= slot:
-            states.append(self.np.zeros(bulk_scan.INFLATE_STATE, dtype=self.np.uint8))
-        return states[slot]
 
     def _grown(self, array, used: int, at_least: int):
         grown = self.np.empty((array.shape[0], spread(max(at_least, 2 * array.shape[1]))), dtype=array.dtype)

@@ -1,5 +1,5 @@
 """The bulk kernel's gzip members (kernels.gzip_each, ISA-L's stateless inflate called from compiled
-code) against the reference, codecs.decompress: whatever the kernel inflates, the reference
+code, for dump and deep verify) against the reference, codecs.decompress: whatever the kernel inflates, the reference
 inflates to the same bytes, and it inflates every member as producers write them (Python's gzip,
 Java Kafka's in the golden corpus). Damaged members, several members, bytes after a member and
 trailers that lie go to the reference; so does a member whose room is not its trailer's size."""
@@ -184,11 +184,13 @@ def gzip_segment(rng: random.Random, base: int) -> bytes:
     return b"".join(out)
 
 
-def test_dump_of_gzip_segments_in_bulk_equals_batch_by_batch(monkeypatch, tmp_path):
-    from tests.test_bulk_scan import generated_partitions
+def test_verify_and_dump_of_gzip_segments_in_bulk_equal_batch_by_batch(monkeypatch, tmp_path):
+    from tests.test_bulk_scan import generated_partitions, verify_both_ways
     from tests.test_dump_bulk import dump_both_ways
 
     paths = generated_partitions(tmp_path, random.Random(7), 30, gzip_segment, 500)
+    findings = verify_both_ways(monkeypatch, paths, deep=True)
+    assert {"record-corrupt"} <= {f["code"] for f in findings}
     dumped = dump_both_ways(monkeypatch, paths, "-d")
     assert dumped.count(b'"offset"') > 1000
     text = dump_both_ways(monkeypatch, paths, "-d", "-p", output_format="text")
@@ -197,6 +199,7 @@ def test_dump_of_gzip_segments_in_bulk_equals_batch_by_batch(monkeypatch, tmp_pa
     assert dump_both_ways(monkeypatch, paths, "-d", "-p", output_format="text") == text
     monkeypatch.setattr(bulk_scan, "gzip_inflater", lambda: 0)  # every member one by one, as before the kernel
     assert dump_both_ways(monkeypatch, paths, "-d", "-p", output_format="text") == text
+    assert verify_both_ways(monkeypatch, paths, deep=True) == findings
 
 
 def test_members_the_kernel_inflates_are_printed_from_its_buffer(monkeypatch, tmp_path):

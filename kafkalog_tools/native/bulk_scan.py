@@ -320,6 +320,43 @@ def gzip_inflater() -> int:
     return address
 
 
+def inflate_gzip(view, starts, ends, limit: int, budget: int, states: list, before: int = 0) -> tuple:
+    """The gzip payloads view[starts[i]:ends[i]] that `kernels.gzip_member` vouches for (one member,
+    as producers write them) inflated by `kernels.gzip_each` into one new buffer after `before`
+    bytes left to the caller, each into as many bytes as its trailer says (none where that is above
+    `limit`), as many as fit in `budget` bytes (at least one), on as many threads as
+    `codecs.threads_for` gives them; `states` holds each thread's ISA-L working memory (zeroed once,
+    grown as needed). Returns (buffer, at, inflated, taken): payload i < taken lies at
+    buffer[at[i]:at[i + 1]] where inflated[i] is 1; the others are for their codec to decompress."""
+    import numpy as np
+
+    from .. import codecs
+
+    sizes = little_endian(view, np.maximum(ends - 4, 0), 4)
+    sizes[(ends - starts < 18) | (sizes > limit)] = 0  # (the kernel refuses these: not one plain member, or too large)
+    at = np.empty(len(starts) + 1, dtype=np.int64)
+    at[0] = before
+    np.cumsum(sizes, out=at[1:])
+    at[1:] += before
+    taken = max(1, int(np.searchsorted(at[1:], before + budget, side="right")))
+    at, starts, ends = at[:taken + 1], starts[:taken], ends[:taken]
+    out, inflated = np.empty(int(at[-1]), dtype=np.uint8), np.zeros(taken, dtype=np.int64)
+    threads = codecs.threads_for(int((ends - starts).sum()))
+    pieces = min(taken, 4 * threads)  # (taken in turn: a thread slowed down takes fewer)
+    bounds = np.linspace(0, taken, pieces + 1).astype(np.int64)
+    while len(states) < threads:
+        states.append(np.zeros(INFLATE_STATE, dtype=np.uint8))  # noqa: F405 - columns'
+    loaded, inflater = kernel(), gzip_inflater()
+
+    def inflate(piece: int, slot: int) -> None:
+        low, high = int(bounds[piece]), int(bounds[piece + 1])
+        loaded.gzip_each(view, starts[low:high], ends[low:high], at[low:high + 1], out, inflated[low:high], inflater,
+                         states[slot])
+
+    codecs.in_pieces(inflate, pieces, threads)
+    return out, at, inflated, taken
+
+
 def records_kernel():
     """`kernels.decode_each`, or None without the kernels."""
     loaded = kernel()

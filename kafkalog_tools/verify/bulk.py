@@ -25,6 +25,8 @@ class BulkScan:
         self.kernel = self.reader.kernel
         self.frames_out = []
         """Where `_check_frames` decodes lz4 and snappy payloads, a buffer per thread, made on first use."""
+        self.inflate_states = []
+        """ISA-L's working memory of each thread that inflates (`bulk_scan.inflate_gzip`)."""
 
     @property
     def then_one_by_one(self) -> int:
@@ -99,8 +101,8 @@ class BulkScan:
 
     def _check_compressed(self, columns, rows) -> None:
         """Decompress these batches and let the kernel walk their records (it marks those that
-        agree): lz4 and snappy payloads in the kernel too, the others and those it refuses here. One that will
-        not decompress is left to `_accept`, which reports why."""
+        agree): lz4 and snappy payloads in the kernel too, gzip members inflated from it, the others and
+        those they refuse here. One that will not decompress is left to `_accept`, which reports why."""
         import numpy as np
 
         log = self.scan.log
@@ -109,6 +111,10 @@ class BulkScan:
         framed = (codec == codecs.IDS["lz4"]) | (codec == codecs.IDS["snappy"])
         if framed.any():
             rows = np.concatenate((rows[~framed], self._check_frames(columns, rows[framed], limit)))
+            codec = columns[ATTRIBUTES, rows] & ATTR_CODEC
+        gzip = codec == codecs.IDS["gzip"]
+        if gzip.any() and bulk_scan.gzip_inflater():
+            rows = np.concatenate((rows[~gzip], self._check_gzip(columns, rows[gzip], limit)))
         rows = rows.tolist()
         ranges = [(attributes & ATTR_CODEC, position + HEADER_SIZE, position + size) for position, size, attributes
                   in zip(columns[POSITION, rows].tolist(), columns[SIZE, rows].tolist(),
@@ -138,9 +144,14 @@ class BulkScan:
         starts, ends = np.full(columns.shape[1], -1, dtype=np.int64), np.zeros(columns.shape[1], dtype=np.int64)
         starts[wrappers], ends[wrappers] = bulk_scan.wrapper_values(view, columns[POSITION, wrappers], codec[wrappers],
                                                                     magic)
-        wrappers = wrappers[starts[wrappers] >= 0].tolist()
+        wrappers = wrappers[starts[wrappers] >= 0]
         in_payloads = np.ones(columns.shape[1], dtype=np.int64)
         first_record = np.empty(columns.shape[1], dtype=np.int64)
+        gzip = codec[wrappers] == codecs.IDS["gzip"]
+        if gzip.any() and bulk_scan.gzip_inflater():
+            left = self._open_gzip_wrappers(columns, wrappers[gzip], starts, ends, in_payloads, first_record, magic)
+            wrappers = np.sort(np.concatenate((wrappers[~gzip], left)))
+        wrappers = wrappers.tolist()
         ranges = [(int(codec[row]), int(starts[row]), int(ends[row])) for row in wrappers]
         for first, results in codecs.decompress_in_rounds(log.buffer, ranges, magic=magic, limit=log.decompress_limit,
                                                            budget=self.reader.step):
@@ -153,6 +164,27 @@ class BulkScan:
             if payloads:
                 self._check_wrappers(columns, taken[0], taken[-1] + 1, np.frombuffer(payloads, np.uint8),
                                      round_starts, round_ends, in_payloads, first_record, magic)
+
+    def _open_gzip_wrappers(self, columns, wrappers, starts, ends, in_payloads, first_record, magic: int):
+        """`_open_wrappers` for gzip wrappers whose message sets `bulk_scan.inflate_gzip` inflates,
+        a budget at a time; returns the wrappers it left."""
+        import numpy as np
+
+        left, done = [], 0
+        while done < len(wrappers):
+            out, at, inflated, taken = bulk_scan.inflate_gzip(self.reader.view, starts[wrappers[done:]],
+                                                              ends[wrappers[done:]], self.scan.log.decompress_limit,
+                                                              self.reader.step, self.inflate_states)
+            taken_rows = wrappers[done:done + taken]
+            round_starts, round_ends = np.full_like(starts, -1), np.zeros_like(ends)
+            kept = inflated == 1
+            round_starts[taken_rows[kept]], round_ends[taken_rows[kept]] = at[:-1][kept], at[1:][kept]
+            if kept.any():
+                self._check_wrappers(columns, int(taken_rows[0]), int(taken_rows[-1]) + 1, out, round_starts,
+                                     round_ends, in_payloads, first_record, magic)
+            left.append(taken_rows[~kept])
+            done += taken
+        return np.concatenate(left)
 
     def _check_wrappers(self, columns, row: int, stop: int, payloads, starts, ends, in_payloads, first_record,
                         magic: int) -> None:
@@ -191,6 +223,25 @@ class BulkScan:
         columns[LAST_OFFSET_DELTA, rows] = wrapper_last[clean] - base
         columns[BASE_OFFSET, rows] = base
         columns[bulk_scan.CHECKED, rows] = 1
+
+    def _check_gzip(self, columns, rows, limit: int):
+        """`bulk_scan.inflate_gzip` then `agree_each` on these gzip batches, a budget at a time;
+        returns the rows whose payloads it left."""
+        import numpy as np
+
+        positions = columns[POSITION, rows]
+        starts, ends = positions + HEADER_SIZE, positions + columns[SIZE, rows]
+        left, done = [], 0
+        while done < len(rows):
+            out, at, inflated, taken = bulk_scan.inflate_gzip(self.reader.view, starts[done:], ends[done:], limit,
+                                                              self.reader.step, self.inflate_states)
+            kept = np.flatnonzero(inflated)
+            for run in np.split(kept, np.flatnonzero(np.diff(kept) != 1) + 1):  # payloads end to end
+                if len(run):
+                    self.kernel.agree_each(out, at[run[0]:run[-1] + 2], columns, rows[done + run])
+            left.append(rows[done:done + taken][inflated == 0])
+            done += taken
+        return np.concatenate(left)
 
     def _check_frames(self, columns, rows, limit: int):
         """`kernels.frames_each` then `agree_each` on these lz4 and snappy batches, an output buffer at a
