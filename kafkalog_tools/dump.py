@@ -753,7 +753,7 @@ class _BulkDump:
             n = chunk.n = int(framed[went])
             chunk.after, chunk.stopped = int(columns[POSITION, n]), False
         n = self._decompress(chunk, np.flatnonzero(compressed[:n] & (in_payloads[:n] == 0)), 2, starts, ends,
-                             in_payloads, bytes(chunk.buffers.frames_out[:held]) if held else b"")
+                             in_payloads, memoryview(chunk.buffers.frames_out)[:held] if held else b"")
         payload_view = np.frombuffer(chunk.payloads, dtype=np.uint8)
         records = np.empty((len(bulk_scan.RECORD_COLUMNS), spread(self.RECORDS)), dtype=np.int64)
         headers = np.empty((len(bulk_scan.HEADER_COLUMNS), spread(self.RECORDS)), dtype=np.int64)
@@ -814,10 +814,11 @@ class _BulkDump:
             records = self._grown(records, used, needed)
             legacy_records = self._grown(legacy_records, used, needed)
 
-    def _decompress(self, chunk: _Chunk, rows, magic: int, starts, ends, in_payloads, decoded: bytes = b"") -> int:
+    def _decompress(self, chunk: _Chunk, rows, magic: int, starts, ends, in_payloads, decoded=b"") -> int:
         """Decompress the payloads segment[starts[row]:ends[row]] of `rows` (their codec in the
         attributes) into the chunk's `payloads`, end to end after those already `decoded` (by the
-        kernel), and point `starts` and `ends` there; a payload that does not decompress is left to
+        kernel, in a buffer the call after next reuses: copied once, into what the chunk keeps), and
+        point `starts` and `ends` there; a payload that does not decompress is left to
         the per-batch loop (start -1), which reports why. Returns the batches kept: fewer than read
         once the payloads hold enough for one call. gzip payloads as producers write them are
         inflated by `kernels.gzip_each` (`_inflate_gzip`), the others one by one."""
@@ -828,7 +829,7 @@ class _BulkDump:
             payloads, held, rows = self._inflate_gzip(chunk, rows, starts, ends, in_payloads, decoded, budget)
         rows = rows.tolist()
         if not rows:
-            chunk.payloads = payloads
+            chunk.payloads = bytes(payloads) if payloads is decoded else payloads
             return chunk.n
         attributes = columns[ATTRIBUTES, rows].tolist()
         ranges = [(codec & ATTR_CODEC, int(starts[row]), int(ends[row])) for codec, row in zip(attributes, rows)]
@@ -846,7 +847,7 @@ class _BulkDump:
             chunk.after, chunk.stopped = int(columns[POSITION, row] + columns[SIZE, row]), False
         return chunk.n
 
-    def _inflate_gzip(self, chunk: _Chunk, rows, starts, ends, in_payloads, decoded: bytes, budget: int):
+    def _inflate_gzip(self, chunk: _Chunk, rows, starts, ends, in_payloads, decoded, budget: int):
         """`_decompress`'s gzip payloads, those `bulk_scan.inflate_gzip` inflates, in one buffer after
         `decoded`; the chunk ends before the first that does not fit in `budget`. Returns (the
         buffer, the bytes it holds, the rows left to decompress one by one)."""

@@ -375,14 +375,29 @@ def _table_rows(seed: int, n: int) -> list[tuple[int, int, int, int, int]]:
     return rows
 
 
+def _add(table: indexes.BatchTable, part, way: str, apart_table=indexes.BatchTable, sent=lambda apart: apart) -> None:
+    """The rows `part` added to `table` one by one, as a run (the bulk scan's way), or as a table
+    read apart (`apart_table()`, sent on as `sent` sends it: ranges)."""
+    from types import SimpleNamespace
+
+    import numpy as np
+
+    if way == "one":
+        for position, size, base, last, largest in part:
+            table.add(SimpleNamespace(position=position, size=size, last_offset=last, max_timestamp=largest), base)
+    elif way == "runs":
+        table.extend(*np.array(part, dtype=np.int64).T)
+    else:
+        apart = apart_table()
+        apart.extend(*np.array(part, dtype=np.int64).T)
+        table.append(sent(apart))
+
+
 def _filled(rows, how: str, room: int, queries: indexes.IndexQueries | None = None) -> indexes.BatchTable:
     """A table of `rows` added one by one, in runs (the bulk scan's way), or in runs of tables read
     apart and sent through pickle (ranges), mixed as `how` says; with `queries`, tables that keep
     only the rows those reach."""
     import pickle
-    from types import SimpleNamespace
-
-    import numpy as np
 
     table, at = indexes.BatchTable(room=room, queries=queries), 0
     rng = random.Random(how)
@@ -390,15 +405,8 @@ def _filled(rows, how: str, room: int, queries: indexes.IndexQueries | None = No
         step = rng.randrange(1, 40)
         part = rows[at:at + step]
         way = how if how != "mixed" else rng.choice(("one", "runs", "ranges"))
-        if way == "one":
-            for position, size, base, last, largest in part:
-                table.add(SimpleNamespace(position=position, size=size, last_offset=last, max_timestamp=largest), base)
-        elif way == "runs":
-            table.extend(*np.array(part, dtype=np.int64).T)
-        else:
-            apart = indexes.BatchTable(room=rng.choice((0, 3)), queries=queries)
-            apart.extend(*np.array(part, dtype=np.int64).T)
-            table.append(pickle.loads(pickle.dumps(apart)))
+        _add(table, part, way, lambda: indexes.BatchTable(room=rng.choice((0, 3)), queries=queries),
+             lambda apart: pickle.loads(pickle.dumps(apart)))
         at += step
     return table
 
@@ -490,21 +498,9 @@ def test_the_order_is_checked_where_one_addition_meets_the_next(how, falls):
                      for position, size, base, last, largest in rows[40:]]
     elif falls == "positions":
         rows[40] = (rows[39][0], *rows[40][1:])
-    from types import SimpleNamespace
-
-    import numpy as np
-
     table = indexes.BatchTable()
     for part in (rows[:40], rows[40:]):
-        if how == "one":
-            for position, size, base, last, largest in part:
-                table.add(SimpleNamespace(position=position, size=size, last_offset=last, max_timestamp=largest), base)
-        elif how == "runs":
-            table.extend(*np.array(part, dtype=np.int64).T)
-        else:
-            apart = indexes.BatchTable()
-            apart.extend(*np.array(part, dtype=np.int64).T)
-            table.append(apart)
+        _add(table, part, how)
     assert table.in_order == (falls == "neither")
 
 
