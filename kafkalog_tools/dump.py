@@ -569,6 +569,13 @@ class _Chunk:
     after: int = 0
     stopped: bool = False
     """Whether the kernel stopped before an entry it cannot vouch for."""
+    magic: int = 2
+    """The first entry's: V2 batches, or V0/V1 messages of this magic."""
+    decompressed: tuple | None = None
+    """(starts, ends, in_payloads): where each batch's records lie, for `_BulkDump._finish`, which
+    decodes them."""
+    finished: bool = False
+    """Whether `_BulkDump._finish` made `batches` (and decoded the records, where asked)."""
     decoded: bool = False
     """Whether the batches' records were decoded (`buffers.first_record` says which)."""
     batches: object = None
@@ -614,6 +621,9 @@ class _BulkDump:
         """The current chunk's first batch not yet yielded or handed back."""
         self.ahead = None
         """(position, future of its `_Chunk`): the call after the current chunk, on the scan thread."""
+        self.waiting = False
+        """Whether this thread waits for the chunk made ahead: the scan thread then leaves its records
+        to decode here (`_finish`) and goes on to the next, rather than keep both waiting."""
         self.inflate_states = []
         """ISA-L's working memory of each thread that inflates (`bulk_scan.inflate_gzip`)."""
 
@@ -682,13 +692,19 @@ class _BulkDump:
         ahead = self.ahead
         if ahead is not None and ahead[0] == position:
             self.ahead = None
-            chunk = ahead[1].result()
+            self.waiting = True
+            try:
+                chunk = ahead[1].result()
+            finally:
+                self.waiting = False
         else:
             self.settle()
             chunk = self._chunk(position, self._spare())
         self.chunk, self.row = chunk, 0
         if chunk.n and not chunk.stopped and chunk.after < self.segment.end:
-            self.ahead = (chunk.after, bulk_scan.scan_thread().submit(self._chunk, chunk.after, self._spare()))
+            self.ahead = (chunk.after, bulk_scan.scan_thread().submit(self._chunk, chunk.after, self._spare(), True))
+        if not chunk.finished:
+            self._finish(chunk)
         return chunk
 
     def _spare(self) -> _Buffers:
@@ -697,24 +713,37 @@ class _BulkDump:
             self.buffers[1] = _Buffers(self.reader.kernel.columns(self.reader.columns.shape[1]), self.np)
         return self.buffers[1] if self.chunk.buffers is self.buffers[0] else self.buffers[0]
 
-    def _chunk(self, position: int, buffers: _Buffers) -> _Chunk:
+    def _chunk(self, position: int, buffers: _Buffers, ahead: bool = False) -> _Chunk:
         """Scan from `position` into `buffers` (V2 batches, or V0/V1 messages of one magic, as the
-        first entry's magic says), and decode the records."""
-        np = self.np
-        columns = buffers.columns
+        first entry's magic says), decompress the payloads and (`_finish`) decode the records; made
+        `ahead` on the scan thread, the records are left to the caller if it already waits (on
+        compressed data the scan thread's is the longer part: decompressing)."""
         magic = int(self.view[position + MAGIC_OFFSET]) if position + MAGIC_OFFSET < self.segment.end else 2
         legacy_floor = 0 if magic < 2 else None  # (dump takes a wrapper's base offset from its records)
-        chunk = _Chunk(buffers)
-        chunk.n, chunk.after, chunk.stopped = self.reader.read(position, False, legacy_floor, columns)
+        chunk = _Chunk(buffers, magic=magic)
+        chunk.n, chunk.after, chunk.stopped = self.reader.read(position, False, legacy_floor, buffers.columns)
+        if chunk.n and legacy_floor is not None:
+            chunk.decompressed = self._decompress_legacy(chunk)
+        elif chunk.n and self.decode_records:
+            chunk.decompressed = self._decompress_v2(chunk)
+        if not (ahead and self.waiting):
+            self._finish(chunk)
+        return chunk
+
+    def _finish(self, chunk: _Chunk) -> None:
+        """Decode the chunk's records (as `decompressed` says where they lie) and make its `batches`."""
+        np = self.np
+        chunk.finished = True
         n = chunk.n
         if not n:
-            return chunk
+            return
+        columns, buffers, magic = chunk.buffers.columns, chunk.buffers, chunk.magic
+        legacy_floor = 0 if magic < 2 else None
         in_payloads = np.zeros(n, dtype=np.int64)
         if legacy_floor is not None:
-            in_payloads = self._decode_legacy(chunk, magic)
+            in_payloads = self._decode_legacy(chunk, *chunk.decompressed)
         elif self.decode_records:
-            in_payloads = self._decode(chunk)
-        n = chunk.n
+            in_payloads = self._decode(chunk, *chunk.decompressed)
         positions = columns[POSITION, :n]
         base_offset, delta = columns[BASE_OFFSET, :n], columns[LAST_OFFSET_DELTA, :n]
         base_sequence = columns[BASE_SEQUENCE, :n]
@@ -730,11 +759,11 @@ class _BulkDump:
             columns[PRODUCER_EPOCH, :n], base_sequence, bulk_scan.last_sequences(base_sequence, delta),
             columns[LEADER_EPOCH, :n], columns[BASE_TIMESTAMP, :n], in_payloads,
             np.full(n, 2 if legacy_floor is None else magic)))
-        return chunk
 
-    def _decode(self, chunk: _Chunk):
-        """Decompress the payloads and decode every batch's records; returns where each batch's
-        records lie (1: in `payloads`). May keep fewer batches (`chunk.n`), to bound the payloads."""
+    def _decompress_v2(self, chunk: _Chunk) -> tuple:
+        """Decompress the payloads; returns (starts, ends, in_payloads): where each batch's records
+        lie (in_payloads 1: in `payloads`, else in the segment; start -1: left to the per-batch loop).
+        May keep fewer batches (`chunk.n`), to bound the payloads."""
         np, columns, n = self.np, chunk.buffers.columns, chunk.n
         attributes = columns[ATTRIBUTES, :n]
         starts = columns[POSITION, :n] + HEADER_SIZE
@@ -752,8 +781,13 @@ class _BulkDump:
         if went < len(framed):  # the kernel's output is full: the next kernel call reads on from that batch
             n = chunk.n = int(framed[went])
             chunk.after, chunk.stopped = int(columns[POSITION, n]), False
-        n = self._decompress(chunk, np.flatnonzero(compressed[:n] & (in_payloads[:n] == 0)), 2, starts, ends,
-                             in_payloads, memoryview(chunk.buffers.frames_out)[:held] if held else b"")
+        self._decompress(chunk, np.flatnonzero(compressed[:n] & (in_payloads[:n] == 0)), 2, starts, ends, in_payloads,
+                         memoryview(chunk.buffers.frames_out)[:held] if held else b"")
+        return starts, ends, in_payloads
+
+    def _decode(self, chunk: _Chunk, starts, ends, in_payloads):
+        """Decode every V2 batch's records (`kernels.decode_each`); returns in_payloads."""
+        np, columns, n = self.np, chunk.buffers.columns, chunk.n
         payload_view = np.frombuffer(chunk.payloads, dtype=np.uint8)
         records = np.empty((len(bulk_scan.RECORD_COLUMNS), spread(self.RECORDS)), dtype=np.int64)
         headers = np.empty((len(bulk_scan.HEADER_COLUMNS), spread(self.RECORDS)), dtype=np.int64)
@@ -788,16 +822,21 @@ class _BulkDump:
         in_payloads[kept] = 1
         return int(bounds[went]), went
 
-    def _decode_legacy(self, chunk: _Chunk, magic: int):
-        """`_decode` for V0/V1 messages of `magic`: an uncompressed message is its own record, a
+    def _decompress_legacy(self, chunk: _Chunk) -> tuple:
+        """`_decompress_v2` for V0/V1 messages: an uncompressed message is its own record, a
         wrapper's value decompresses into a message set of records."""
-        np, columns, view, n = self.np, chunk.buffers.columns, self.view, chunk.n
+        np, columns, view, n, magic = self.np, chunk.buffers.columns, self.view, chunk.n, chunk.magic
         positions, codec = columns[POSITION, :n], columns[ATTRIBUTES, :n] & ATTR_CODEC
         starts, ends = positions.copy(), positions + columns[SIZE, :n]
         wrappers = np.flatnonzero(codec != 0)
         starts[wrappers], ends[wrappers] = bulk_scan.wrapper_values(view, positions[wrappers], codec[wrappers], magic)
         in_payloads = np.zeros(n, dtype=np.int64)
-        n = self._decompress(chunk, wrappers[starts[wrappers] >= 0], magic, starts, ends, in_payloads)
+        self._decompress(chunk, wrappers[starts[wrappers] >= 0], magic, starts, ends, in_payloads)
+        return starts, ends, in_payloads
+
+    def _decode_legacy(self, chunk: _Chunk, starts, ends, in_payloads):
+        """`_decode` for V0/V1 messages (`kernels.decode_legacy_each`)."""
+        np, columns, view, n = self.np, chunk.buffers.columns, self.view, chunk.n
         payload_view = np.frombuffer(chunk.payloads, dtype=np.uint8)
         records = np.empty((len(bulk_scan.RECORD_COLUMNS), spread(self.RECORDS)), dtype=np.int64)
         legacy_records = np.empty((len(bulk_scan.LEGACY_RECORD_COLUMNS), spread(self.RECORDS)), dtype=np.int64)

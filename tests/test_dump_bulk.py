@@ -302,11 +302,21 @@ def _chunks_by_thread(monkeypatch) -> list[str]:
     return threads
 
 
+@pytest.mark.parametrize("records_decoded_by", ["scan thread", "caller"])
 @pytest.mark.parametrize("output_format", ["json", "text"])
-def test_chunks_read_ahead_while_runs_print_equal_batch_by_batch(monkeypatch, tmp_path, output_format):
+def test_chunks_read_ahead_while_runs_print_equal_batch_by_batch(monkeypatch, tmp_path, output_format,
+                                                                 records_decoded_by):
     """Small kernel calls, each made on the scan thread while the runs of the one before print, and
-    batches handed back in between (a call made ahead is then dropped): still the per-batch output."""
+    batches handed back in between (a call made ahead is then dropped): still the per-batch output,
+    whether the scan thread decodes a call's records or, the caller already waiting for it, leaves
+    them to the caller (`_BulkDump.waiting`, here fixed either way)."""
     monkeypatch.setattr(d._BulkDump, "STEP", 1 << 12)
+    caller_waits = records_decoded_by == "caller"
+    monkeypatch.setattr(d._BulkDump, "waiting", property(lambda self: caller_waits, lambda self, value: None),
+                        raising=False)
+    finished, finish = [], d._BulkDump._finish  # (thread, chunk)
+    monkeypatch.setattr(d._BulkDump, "_finish", lambda self, chunk: finished.append(
+        (threading.current_thread().name, chunk)) or finish(self, chunk))
     paths = write_partitions(tmp_path, random.Random(43), 12) + generated_partitions_legacy(
         tmp_path / "legacy", random.Random(44), 4)
     rng, batches, offset = random.Random(45), [], 0
@@ -325,6 +335,9 @@ def test_chunks_read_ahead_while_runs_print_equal_batch_by_batch(monkeypatch, tm
                        output_format=output_format)
     ahead = sum(name.startswith("kafkalog-scan") for name in threads)
     assert ahead > 50 and len(threads) - ahead > 20, (ahead, len(threads))
+    assert len({id(chunk) for _, chunk in finished}) == len(finished)  # no call's records decoded twice
+    finished_ahead = sum(name.startswith("kafkalog-scan") for name, _ in finished)
+    assert finished_ahead == (0 if caller_waits else ahead) and len(finished) > 50, (finished_ahead, ahead)
 
 
 def test_a_dump_stopped_early_waits_for_its_call_ahead(monkeypatch, tmp_path):
