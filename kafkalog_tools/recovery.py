@@ -272,8 +272,8 @@ class ProducerState:
             rows = last_rows[last_rows >= 0]
         if not len(rows):
             return
-        base_offset, epoch, max_timestamp = columns[[bulk_scan.BASE_OFFSET, bulk_scan.PRODUCER_EPOCH,
-                                                     bulk_scan.MAX_TIMESTAMP]][:, rows]
+        base_offset, epoch, max_timestamp = columns[np.ix_([bulk_scan.BASE_OFFSET, bulk_scan.PRODUCER_EPOCH,
+                                                            bulk_scan.MAX_TIMESTAMP], rows)]
         last_offset = last[rows]
         last_sequence = bulk_scan.last_sequences(columns[bulk_scan.BASE_SEQUENCE, rows],
                                                  columns[bulk_scan.LAST_OFFSET_DELTA, rows])
@@ -301,8 +301,8 @@ class ProducerState:
         k = bulk_scan
         kernel = k.kernel()
         rows = np.asarray(rows, dtype=np.int64)
-        picked = columns[[k.BASE_OFFSET, k.PRODUCER_EPOCH, k.BASE_SEQUENCE, k.LAST_OFFSET_DELTA, k.ATTRIBUTES,
-                          k.MAX_TIMESTAMP, k.BASE_TIMESTAMP, k.MARKER, k.COORDINATOR_EPOCH, k.PRODUCER_ID]][:, rows]
+        picked = columns[np.ix_([k.BASE_OFFSET, k.PRODUCER_EPOCH, k.BASE_SEQUENCE, k.LAST_OFFSET_DELTA, k.ATTRIBUTES,
+                                 k.MAX_TIMESTAMP, k.BASE_TIMESTAMP, k.MARKER, k.COORDINATOR_EPOCH, k.PRODUCER_ID], rows)]
         batches = np.empty((len(k.REPLAY_FIELDS), len(rows)), dtype=np.int64)
         batches[[k.RP_BASE_OFFSET, k.RP_EPOCH, k.RP_BASE_SEQUENCE]] = picked[:3]
         batches[k.RP_LAST_OFFSET] = last[rows]

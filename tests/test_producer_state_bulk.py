@@ -141,6 +141,7 @@ def runs_planned(monkeypatch) -> list[tuple[int, int]]:
 def test_verify_moves_producers_in_bulk_as_batch_by_batch(monkeypatch, partitions, runs_planned, deep, gather):
     if gather == "alone":  # every run of 3 batches or more replayed as it comes, not gathered
         monkeypatch.setattr(_SegmentReplay, "ALONE", 3)
+        monkeypatch.setattr(_SegmentReplay, "ALONE_WITH_PRODUCERS", 3)
     elif gather is not None:  # what is gathered replayed every few batches: after a run, after a marker
         monkeypatch.setattr(_SegmentReplay, "GATHER", gather)
     findings = verify_both_ways(monkeypatch, [str(p) for p in partitions], deep)
