@@ -392,6 +392,12 @@ def test_an_out_of_memory_answer_is_asked_again_of_a_fresh_jvm(tmp_path, monkeyp
         assert kafka.restarts == 1 and "java.lang.OutOfMemoryError" in str(objects)
         _, objects = kafka("parse", partition / "00000000000000000001.log")  # (the fresh JVM serves on)
         assert kafka.restarts == 1 and objects[0]["batches"]
+        # a command that writes its OUT_DIR before it runs out is asked again with that OUT_DIR emptied,
+        # not refused for it (seed 24055, recover case 75)
+        out = tmp_path / "recovered"
+        code, objects = kafka("recover", partition, out, "--keep-later-segments", out_dir=out)
+        assert kafka.restarts == 2 and "java.lang.OutOfMemoryError" in str(objects), objects
+        assert "not empty" not in str(objects) and code == 0 and objects[-1]["type"] == "recover"
 
 
 @pytest.mark.parametrize("case", range(3))

@@ -525,7 +525,8 @@ def compare_recover(partition: Path, work: Path, truncate: bool, interval: int, 
     shutil.rmtree(work, ignore_errors=True)
     shutil.copytree(partition, source, ignore=shutil.ignore_patterns("*.snapshot"))
     shutil.copytree(source, ours_dir)
-    code, objects = orc("recover", source, kafka_dir, "--index-interval-bytes", str(interval), "--keep-later-segments")
+    code, objects = orc("recover", source, kafka_dir, "--index-interval-bytes", str(interval), "--keep-later-segments",
+                        out_dir=kafka_dir)
     summary = objects[-1] if objects else {}
     if code != 0 or summary.get("type") != "recover":
         return [f"the oracle failed: {objects[-1:]}"]
@@ -1105,7 +1106,7 @@ def compare_compaction(partition: Path, options: dict, orc: oracle.Oracle, repor
         shutil.rmtree(directory, ignore_errors=True)
     # Kafka's loader as the broker's last stop left the log dir: clean (a marker) or not (recovery first)
     clean_stop = (partition.parent / CLEAN_SHUTDOWN).exists()
-    code, objects = orc("clean", partition, kafka_out, *argv, *([] if clean_stop else ["--unclean"]))
+    code, objects = orc("clean", partition, kafka_out, *argv, *([] if clean_stop else ["--unclean"]), out_dir=kafka_out)
     clean = objects[-1] if objects else {}
     kafka_threw = code == 0 and clean.get("type") == "clean" and clean.get("outcome") == "exception"
     if not kafka_threw and (code != 0 or clean.get("type") != "clean" or clean.get("outcome") != "ok"):

@@ -64,16 +64,20 @@ class Oracle:
     def __exit__(self, *exc) -> None:
         self.close()
 
-    def __call__(self, *argv: str) -> tuple[int, list[dict]]:
+    def __call__(self, *argv: str, out_dir: Path | None = None) -> tuple[int, list[dict]]:
         """Kafka's answer. One that holds an OutOfMemoryError is asked again of a fresh JVM: a long-lived
         one's heap holds what earlier calls left, and an array of an inner message's declared size (up
         to 2 GiB, `HEAP`) then may not fit where it fits in a fresh one (seed 22036, parse case 1253).
-        A fresh JVM's OutOfMemoryError stands."""
+        A fresh JVM's OutOfMemoryError stands. `out_dir`: the command's OUT_DIR, which must be empty,
+        emptied of what the first answer wrote before asking again (else the second answer was "OUT_DIR
+        is not empty": seed 24055, recover case 75)."""
         code, objects, out_of_memory = self._ask(argv)
         if out_of_memory:
             self.close()
             self.process = self._start()
             self.restarts += 1
+            if out_dir is not None:
+                shutil.rmtree(out_dir, ignore_errors=True)
             code, objects, _ = self._ask(argv)
         return code, objects
 
