@@ -338,8 +338,8 @@ class _SegmentReplay:
         markers, mostly), are gathered and replayed as one run: a run costs the same for 30 batches
         as for 10,000. `finish` replays what is gathered."""
         if type(facts) is FactsRun:
-            alone = self.ALONE_WITH_PRODUCERS if facts.columns[PRODUCER_ID].max(initial=-1) >= 0 else self.ALONE
-            if facts.magic >= 2 and facts.columns.shape[1] < alone:
+            if facts.magic >= 2 and facts.columns.shape[1] < (
+                    self.ALONE_WITH_PRODUCERS if facts.columns[PRODUCER_ID].max(initial=-1) >= 0 else self.ALONE):
                 self._gather(facts.path, facts.columns, None)
                 return
             self.finish()
