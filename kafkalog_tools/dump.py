@@ -574,8 +574,6 @@ class _Chunk:
     decompressed: tuple | None = None
     """(starts, ends, in_payloads): where each batch's records lie, for `_BulkDump._finish`, which
     decodes them."""
-    finished: bool = False
-    """Whether `_BulkDump._finish` made `batches` (and decoded the records, where asked)."""
     decoded: bool = False
     """Whether the batches' records were decoded (`buffers.first_record` says which)."""
     batches: object = None
@@ -703,7 +701,7 @@ class _BulkDump:
         self.chunk, self.row = chunk, 0
         if chunk.n and not chunk.stopped and chunk.after < self.segment.end:
             self.ahead = (chunk.after, bulk_scan.scan_thread().submit(self._chunk, chunk.after, self._spare(), True))
-        if not chunk.finished:
+        if chunk.n and chunk.batches is None:  # left to this thread (`waiting`)
             self._finish(chunk)
         return chunk
 
@@ -733,7 +731,6 @@ class _BulkDump:
     def _finish(self, chunk: _Chunk) -> None:
         """Decode the chunk's records (as `decompressed` says where they lie) and make its `batches`."""
         np = self.np
-        chunk.finished = True
         n = chunk.n
         if not n:
             return
@@ -853,12 +850,12 @@ class _BulkDump:
             records = self._grown(records, used, needed)
             legacy_records = self._grown(legacy_records, used, needed)
 
-    def _decompress(self, chunk: _Chunk, rows, magic: int, starts, ends, in_payloads, decoded=b"") -> int:
+    def _decompress(self, chunk: _Chunk, rows, magic: int, starts, ends, in_payloads, decoded=b"") -> None:
         """Decompress the payloads segment[starts[row]:ends[row]] of `rows` (their codec in the
         attributes) into the chunk's `payloads`, end to end after those already `decoded` (by the
         kernel, in a buffer the call after next reuses: copied once, into what the chunk keeps), and
         point `starts` and `ends` there; a payload that does not decompress is left to
-        the per-batch loop (start -1), which reports why. Returns the batches kept: fewer than read
+        the per-batch loop (start -1), which reports why. Keeps fewer batches than read (`chunk.n`)
         once the payloads hold enough for one call. gzip payloads as producers write them are
         inflated by `kernels.gzip_each` (`_inflate_gzip`), the others one by one."""
         columns, segment = chunk.buffers.columns, self.segment
@@ -869,7 +866,7 @@ class _BulkDump:
         rows = rows.tolist()
         if not rows:
             chunk.payloads = bytes(payloads) if payloads is decoded else payloads
-            return chunk.n
+            return
         attributes = columns[ATTRIBUTES, rows].tolist()
         ranges = [(codec & ATTR_CODEC, int(starts[row]), int(ends[row])) for codec, row in zip(attributes, rows)]
         results = codecs.decompress_ranges(segment.buffer, ranges, magic=magic, limit=segment.decompress_limit,
@@ -884,7 +881,6 @@ class _BulkDump:
             row = rows[len(results) - 1]
             chunk.n = row + 1
             chunk.after, chunk.stopped = int(columns[POSITION, row] + columns[SIZE, row]), False
-        return chunk.n
 
     def _inflate_gzip(self, chunk: _Chunk, rows, starts, ends, in_payloads, decoded, budget: int):
         """`_decompress`'s gzip payloads, those `bulk_scan.inflate_gzip` inflates, in one buffer after
