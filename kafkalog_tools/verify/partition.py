@@ -313,8 +313,10 @@ class _SegmentReplay:
         self.aborted = AbortedTxns()
         self.abort_markers = AbortMarkers()
         self.count = 0
-        self.gathered: list = []
-        """Columns of the batches `batch` has gathered, not yet replayed."""
+        self.gathered = None
+        """Where `batch` copies the columns of the batches it gathers (its first `gathered_rows`
+        columns, not yet replayed): allocated once, as a run's columns are the scan's buffer,
+        which it reuses."""
         self.given: dict[int, BatchFacts] = {}
         self.gathered_rows = 0
         self.path: str | None = None
@@ -345,7 +347,7 @@ class _SegmentReplay:
             self.finish()
             self._run(facts)  # done before the scan reuses the run's buffer
             return
-        if self.gathered:
+        if self.gathered_rows:
             column = FactsRun.row_of(facts)
             if column is not None:
                 self._gather(facts.path, column, facts)
@@ -357,20 +359,24 @@ class _SegmentReplay:
         self.path = path
         if facts is not None:
             self.given[self.gathered_rows] = facts
-        self.gathered.append(columns.copy())  # (a run's columns are the scan's buffer, which it reuses)
-        self.gathered_rows += columns.shape[1]
+        if self.gathered is None:  # below GATHER until one more run comes, shorter than those replayed alone
+            import numpy as np
+
+            longest = max(self.ALONE, self.ALONE_WITH_PRODUCERS)
+            self.gathered = np.empty((columns.shape[0], self.GATHER + longest), dtype=np.int64)
+        end = self.gathered_rows + columns.shape[1]
+        self.gathered[:, self.gathered_rows:end] = columns
+        self.gathered_rows = end
         if self.gathered_rows >= self.GATHER:
             self.finish()
 
     def finish(self) -> None:
         """Replay the batches gathered so far."""
-        if not self.gathered:
+        if not self.gathered_rows:
             return
-        import numpy as np
-
-        run = FactsRun(self.path, np.concatenate(self.gathered, axis=1), 2, self.given)
-        self.gathered, self.given, self.gathered_rows = [], {}, 0
-        self._run(run)
+        run = FactsRun(self.path, self.gathered[:, :self.gathered_rows], 2, self.given)
+        self.given, self.gathered_rows = {}, 0
+        self._run(run)  # done before the buffer is gathered into again
 
     def _one(self, facts: BatchFacts) -> None:
         if not self.count:
