@@ -250,6 +250,55 @@ def test_a_producer_status_copy_is_equal_and_apart():
     assert all(getattr(copy, name) == getattr(status, name) for name in fields)
 
 
+def test_the_producer_table_holds_statuses_as_they_were_put():
+    """`ProducerTable`: statuses in and out unchanged (an open transaction and none), unknown
+    producers read as a fresh `ProducerStatus`, producers added in any order kept sorted."""
+    import numpy as np
+
+    from kafkalog_tools.recovery import ProducerTable
+
+    statuses = [ProducerStatus(9, 2, 5, 1_700, 40, 7, 41, 3), ProducerStatus(3, 0, -1, 1_600, None, 0, 12, 0)]
+    table = ProducerTable.of(statuses)
+    assert table.statuses() == {3: statuses[1], 9: statuses[0]}
+    assert table.status(9) == statuses[0] and table.status(4) is None
+    fresh = ProducerTable.of([ProducerStatus(4), ProducerStatus(1)])
+    got = table.get(np.array([4, 9, 1], dtype=np.int64))
+    assert ProducerTable(got).statuses() == {4: ProducerStatus(4), 9: statuses[0], 1: ProducerStatus(1)}
+    table.put(fresh.fields)
+    assert table.fields[bulk_scan.P_PRODUCER_ID].tolist() == [1, 3, 4, 9]
+    assert ProducerTable.of([]).get(np.array([5], dtype=np.int64)).tolist() == ProducerTable.of(
+        [ProducerStatus(5)]).fields.tolist()
+
+
+def test_apply_over_the_bulk_table_and_saved_states_restore():
+    """Batches `apply` replays after a bulk run read the producers from the run's table and move
+    them over it; `saved` and `restore` take both; `producers` then shows every producer once."""
+    from kafkalog_tools.formats.record_batch import parse_batch
+
+    def batch(offset: int, producer_id: int, sequence: int):
+        raw = build_batch(offset, [build_record(0, 0, None, b"v")], base_timestamp=offset, max_timestamp=offset,
+                          producer_id=producer_id, producer_epoch=1, base_sequence=sequence, partition_leader_epoch=0)
+        return parse_batch(raw, 0, "mem")
+
+    state = ProducerState()
+    state.apply(batch(0, 7, 0))
+    state._bulk_table()  # as a bulk run leaves it
+    saved = state.saved()
+    state.apply(batch(1, 7, 1))
+    state.apply(batch(2, 8, 0))
+    assert state._table is not None and set(state._statuses) == {7, 8}
+    assert {pid: (s.last_sequence, s.last_offset) for pid, s in state.producers.items()} == {7: (1, 1), 8: (0, 2)}
+    assert state._table is None
+    state.restore(saved)
+    assert {pid: (s.last_sequence, s.last_offset) for pid, s in state.producers.items()} == {7: (0, 0)}
+    state.restore(saved)
+    state.apply(batch(3, 7, 1))
+    state._bulk_table()  # folded into the restored table, in place
+    assert state.producers[7].last_offset == 3
+    state.restore(saved)  # a saved state restores again, unchanged by what moved after a restore
+    assert {pid: (s.last_sequence, s.last_offset) for pid, s in state.producers.items()} == {7: (0, 0)}
+
+
 def test_the_bench_production_segment_verifies_clean_both_ways(monkeypatch, tmp_path):
     """bench/run.py's `prod` variant, small: the same recovery both ways, and with the indexes it
     writes (the transaction index among them), no finding on either path."""
