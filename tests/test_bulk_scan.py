@@ -583,9 +583,13 @@ def _mixed_segment(rng: random.Random, base: int) -> bytes:
                      generated_segment(rng, base + 3000)))
 
 
-def test_runs_yield_what_calls_one_after_the_other_read(tmp_path):
+@pytest.mark.parametrize("on_thread", [True, False], ids=["scan-thread", "in-line"])
+def test_runs_yield_what_calls_one_after_the_other_read(tmp_path, monkeypatch, on_thread):
     """`Reader.runs` scans the next range on its own thread while the caller holds the columns of
-    this one: they must still be what a plain `read` gives when the caller looks at them."""
+    this one (or, with a process of ours on every CPU, in line before yielding it): they must still
+    be what a plain `read` gives when the caller looks at them."""
+    monkeypatch.setattr(bulk_scan, "SCANNING_PROCESSES", 1 if on_thread else 1 << 20)
+    monkeypatch.setattr(bulk_scan, "_cpus", lambda: 2)
     rng = random.Random(23)
     calls = 0
     for number in range(12):
@@ -602,6 +606,7 @@ def test_runs_yield_what_calls_one_after_the_other_read(tmp_path):
                     if stopped or after + MAGIC_OFFSET >= log.end or log.buffer[after + MAGIC_OFFSET] < 2:
                         break
                     at = after
+                assert ahead.on_thread == on_thread
                 got = []
                 for columns, n, after, stopped in ahead.runs(position, True):
                     time.sleep(0.001)  # the next range is being scanned meanwhile

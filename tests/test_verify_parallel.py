@@ -118,8 +118,8 @@ def test_a_process_running_threads_spawns_its_workers():
 
 
 def test_while_a_pool_runs_no_process_of_it_maps_pages_ahead_where_it_leaves_no_cpu(log_dir, monkeypatch):
-    """A prefetch thread per process only adds switches where every CPU runs a process of ours: the
-    pool says how many scan (to its workers too), and says it no more once closed."""
+    """A prefetch thread per process, and a scan thread, only add switches where every CPU runs a
+    process of ours: the pool says how many scan (to its workers too), and says it no more once closed."""
     from multiprocessing import Array, Pipe
 
     from kafkalog_tools.formats.segment import SegmentFile
@@ -138,10 +138,12 @@ def test_while_a_pool_runs_no_process_of_it_maps_pages_ahead_where_it_leaves_no_
         assert bulk_scan.Reader(segment).prefetch is not None
         pool = PartitionPool(jobs, cpus - 1, deep=True, start_method="spawn")
         try:
-            assert bulk_scan.SCANNING_PROCESSES == cpus and bulk_scan.Reader(segment).prefetch is None
+            reader = bulk_scan.Reader(segment)
+            assert bulk_scan.SCANNING_PROCESSES == cpus and reader.prefetch is None and not reader.on_thread
         finally:
             pool.close()
-        assert bulk_scan.SCANNING_PROCESSES == 1 and bulk_scan.Reader(segment).prefetch is not None
+        reader = bulk_scan.Reader(segment)
+        assert bulk_scan.SCANNING_PROCESSES == 1 and reader.prefetch is not None and reader.on_thread
     receiving, sending = Pipe(duplex=False)
     parallel._work(jobs[:1], True, Array("q", [1, 0]), Array("i", 1), 1, sending, cpus)  # (nothing left to take)
     assert bulk_scan.SCANNING_PROCESSES == cpus
