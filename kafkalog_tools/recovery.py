@@ -205,7 +205,7 @@ class ProducerTable:
         if not found.all():
             merged = np.concatenate([self.fields, columns[:, ~found]], axis=1)
             merged[bulk_scan.P_REPLAYED] = 0
-            self.fields = merged[:, np.argsort(merged[bulk_scan.P_PRODUCER_ID])]
+            self.fields = merged.take(np.argsort(merged[bulk_scan.P_PRODUCER_ID]), axis=1)
 
     def copy(self) -> "ProducerTable":
         return ProducerTable(self.fields.copy())
