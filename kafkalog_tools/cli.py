@@ -18,11 +18,6 @@ import click
 from .errors import CorruptDataError, InputError, KafkaLogError
 from .output import EXIT_PROBLEMS, EXIT_USAGE, escape_undecodable
 
-# numpy's OpenBLAS starts a thread per CPU when imported, and each spins ~0.1 s of CPU waiting for
-# work that never comes: nothing here does linear algebra. (Before numpy is imported; the user's
-# own setting wins.)
-os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-
 SUBCOMMANDS = {
     "dump": ("dump", "Print batches, records and index entries, as kafka-dump-log.sh does or as JSON Lines."),
     "verify": ("verify", "Check segments, indexes and checkpoints as Kafka's loader would."),
