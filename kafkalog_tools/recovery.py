@@ -142,32 +142,33 @@ class ProducerTable:
     def __init__(self, fields):
         self.fields = fields
 
+    @staticmethod
+    def row(status: ProducerStatus) -> tuple:
+        return (status.producer_id, status.epoch, status.coordinator_epoch, status.last_timestamp,
+                status.current_txn_first_offset is not None, status.current_txn_first_offset or 0,
+                status.last_sequence, status.last_offset, status.offset_delta, 0)
+
+    @staticmethod
+    def status_of(row: list[int]) -> ProducerStatus:
+        producer_id, epoch, coordinator_epoch, timestamp, in_transaction, first_offset, sequence, offset, delta, _ = row
+        return ProducerStatus(producer_id, epoch, coordinator_epoch, timestamp,
+                              first_offset if in_transaction else None, sequence, offset, delta)
+
     @classmethod
     def of(cls, statuses: Iterable[ProducerStatus]) -> "ProducerTable":
         import numpy as np
 
-        rows = sorted((status.producer_id, status.epoch, status.coordinator_epoch, status.last_timestamp,
-                       status.current_txn_first_offset is not None, status.current_txn_first_offset or 0,
-                       status.last_sequence, status.last_offset, status.offset_delta, 0) for status in statuses)
+        rows = sorted(cls.row(status) for status in statuses)
         return cls(np.array(rows, dtype=np.int64).reshape(-1, len(bulk_scan.PRODUCER_FIELDS)).T.copy())
 
     def statuses(self) -> dict[int, ProducerStatus]:
-        return {producer_id: ProducerStatus(producer_id, epoch, coordinator_epoch, timestamp,
-                                            first_offset if in_transaction else None, sequence, offset, delta)
-                for (producer_id, epoch, coordinator_epoch, timestamp, in_transaction, first_offset, sequence, offset,
-                     delta, _) in self.fields.T.tolist()}
+        return {row[0]: self.status_of(row) for row in self.fields.T.tolist()}
 
     def status(self, producer_id: int) -> ProducerStatus | None:
         import numpy as np
 
-        ids = self.fields[bulk_scan.P_PRODUCER_ID]
-        at = int(np.searchsorted(ids, producer_id))
-        if at == len(ids) or ids[at] != producer_id:
-            return None
-        (_, epoch, coordinator_epoch, timestamp, in_transaction, first_offset, sequence, offset, delta,
-         _) = self.fields[:, at].tolist()
-        return ProducerStatus(producer_id, epoch, coordinator_epoch, timestamp,
-                              first_offset if in_transaction else None, sequence, offset, delta)
+        at, found = self._find(np.array([producer_id], dtype=np.int64))
+        return self.status_of(self.fields[:, at[0]].tolist()) if found[0] else None
 
     def _find(self, producer_ids):
         """Where each of `producer_ids` is or would go, and whether it is there."""
@@ -183,16 +184,15 @@ class ProducerTable:
         """These producers' columns (a copy), as `ProducerStatus(producer_id)` where unknown."""
         import numpy as np
 
-        k = bulk_scan
         at, found = self._find(producer_ids)
-        columns = self.fields.take(np.minimum(at, self.fields.shape[1] - 1), axis=1) if self.fields.shape[1] else (
-            np.empty((len(k.PRODUCER_FIELDS), len(producer_ids)), dtype=np.int64))
+        if not self.fields.shape[1]:
+            columns = np.empty((len(bulk_scan.PRODUCER_FIELDS), len(producer_ids)), dtype=np.int64)
+        else:
+            columns = self.fields.take(np.minimum(at, self.fields.shape[1] - 1), axis=1)
         if not found.all():
             unknown = ~found
-            columns[:, unknown] = 0
-            columns[k.P_PRODUCER_ID, unknown] = producer_ids[unknown]
-            columns[np.ix_([k.P_EPOCH, k.P_COORDINATOR_EPOCH, k.P_LAST_TIMESTAMP, k.P_LAST_SEQUENCE, k.P_LAST_OFFSET],
-                           np.flatnonzero(unknown))] = -1
+            columns[:, unknown] = np.array(self.row(ProducerStatus(0)), dtype=np.int64)[:, None]
+            columns[bulk_scan.P_PRODUCER_ID, unknown] = producer_ids[unknown]
         return columns
 
     def put(self, columns) -> None:

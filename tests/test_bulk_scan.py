@@ -589,7 +589,7 @@ def test_runs_yield_what_calls_one_after_the_other_read(tmp_path, monkeypatch, o
     this one (or, with a process of ours on every CPU, in line before yielding it): they must still
     be what a plain `read` gives when the caller looks at them."""
     monkeypatch.setattr(bulk_scan, "SCANNING_PROCESSES", 1 if on_thread else 1 << 20)
-    monkeypatch.setattr(bulk_scan, "_cpus", lambda: 2)
+    monkeypatch.setattr(bulk_scan, "usable_cpus", lambda: 2)
     rng = random.Random(23)
     calls = 0
     for number in range(12):

@@ -125,8 +125,8 @@ dir of one-record batches on 2 CPUs, interleaved: 0.58-0.63 -> 0.55-0.57 s witho
 the `prod` log dir's `verify --shallow` 1.10 -> 1.04 s scanning in line)."""
 
 
-def _cpus() -> int:
-    """The CPUs this process may run on."""
+def usable_cpus() -> int:
+    """The CPUs this process may run on (its affinity mask, as `taskset` or a container sets it)."""
     try:
         return len(os.sched_getaffinity(0))
     except AttributeError:  # not Linux
@@ -166,7 +166,7 @@ class Reader:
         self.view = self.kernel.view(segment.buffer)
         self.columns = self.kernel.columns(rows or self.ROWS)
         self.prefetch = self.kernel.prefetch(segment.buffer, SCANNING_PROCESSES)
-        self.on_thread = _cpus() > SCANNING_PROCESSES
+        self.on_thread = usable_cpus() > SCANNING_PROCESSES
         """Whether `runs` scans the next range on the scan thread (see SCANNING_PROCESSES)."""
         self.then_one_by_one = 1
         """Doubles while the kernel reads nothing at all (a legacy segment), back to 1 once it does."""

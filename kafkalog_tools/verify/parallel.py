@@ -22,20 +22,13 @@ from multiprocessing.connection import Connection, wait
 
 from ..formats.logdir import PartitionDir, Segment
 from ..native import bulk_scan
+from ..native.bulk_scan import usable_cpus  # noqa: F401 - verify's worker count reads it here
 from .partition import PartitionOutcome, partition_outcome
 from .segment import check_segment
 
 PARALLEL_MIN_BYTES = 64 << 20
 """Unless --jobs says otherwise, smaller scans stay in one process: starting a worker (~0.3 s of
 CPU: an interpreter and the imports) costs more than it saves."""
-
-
-def usable_cpus() -> int:
-    """The CPUs this process may run on (its affinity mask, as `taskset` or a container sets it)."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        return os.cpu_count() or 1
 
 
 @dataclass(frozen=True)
