@@ -472,7 +472,7 @@ def bench_first_run(work: Path, runs: int) -> dict:
 
 def _background_build_seconds(cache: Path, limit: float = 300) -> float | None:
     """Waits for the builder a first run started: the build's own time, from its log. It runs at
-    nice 19, so on a busy machine it may take far longer than its ~20 s of CPU: after `limit`
+    nice 19, so on a busy machine it may take far longer than its ~2 min of CPU: after `limit`
     seconds it is stopped (None), so that it overlaps no later measurement."""
     deadline = time.monotonic() + limit
     text = ""
@@ -735,7 +735,7 @@ def main() -> None:
                         help="comma-separated subset of: " + ", ".join(v.name for v in VARIANTS))
     parser.add_argument("--no-lookup", action="store_true", help="skip the 1,000-segment lookup partition")
     parser.add_argument("--no-first-run", action="store_true",
-                        help="skip the first run with an empty kernel cache (each waits for a ~20 s background build)")
+                        help="skip the first run with an empty kernel cache (each waits for a ~2 min background build)")
     parser.add_argument("--profile", action="store_true", help="add py-spy profiles of dump json and verify")
     parser.add_argument("--commands", help="comma-separated subset of kafkalog's commands to time (e.g. "
                         "'verify,verify --shallow'); the peers always run")

@@ -12,7 +12,7 @@ from ..errors import InputError
 @click.command("build-kernels")
 def command():
     """Build the compiled kernels of the bulk scan for this installation and CPU now, and cache
-    them (~20 s of CPU, once per version and CPU). Without them a run reads batch by batch while a
+    them (~2 min of CPU, once per version and CPU). Without them a run reads batch by batch while a
     background process builds them; put this step in container images and CI after installing.
 
     The cache is beside the package (__pycache__) where that is writable, else in the user's cache

@@ -138,7 +138,7 @@ def _tell_building(outcome: str) -> None:
 
     if outcome == cache.CANNOT or not TELL_BUILDING:
         return
-    doing = ("started building them in the background, at the lowest priority (~20 s of CPU, once)"
+    doing = ("started building them in the background, at the lowest priority (~2 min of CPU, once)"
              if outcome == cache.STARTED else "they are being built in the background")
     print(f"kafkalog: the compiled kernels are not built yet for this installation: this run reads batch by batch; "
           f"{doing}. `kafkalog build-kernels` builds them now.", file=sys.stderr, flush=True)

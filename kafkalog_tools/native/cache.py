@@ -8,7 +8,7 @@ run never imports llvmlite); a file whose digest does not match is ignored, neve
 is code that gets executed: a directory or file owned by another user (root aside) or writable by
 others is never loaded from (KAFKALOG_DEBUG says so).
 
-A build costs ~20 s of CPU, which no run should wait for unasked: `kafkalog build-kernels` (and
+A build costs ~2 min of CPU, which no run should wait for unasked: `kafkalog build-kernels` (and
 KAFKALOG_BULK=always) builds in the foreground; otherwise a run that finds nothing cached reads
 batch by batch and `build_in_background` leaves the build to a detached process at the lowest
 priority. Such a run never imports numpy (~0.1 s): this module finds out that nothing is cached.
@@ -44,7 +44,7 @@ _X86_64 = platform.machine().lower() in ("x86_64", "amd64")
 
 def code(build: bool = True) -> bytes | None:
     """The kernels' object code from the cache; where none is cached, built now (`build`: importing
-    numba, ~20 s) or None. A build takes the cache's lock first, so one already under way in
+    numba, ~2 min) or None. A build takes the cache's lock first, so one already under way in
     another process is waited for, not repeated. A build the compiler refused is remembered under
     the same key, so that each later run does not spend ~20 s and ~280 MB finding that out again (a
     numba that no longer compiles these sources): the key moves, and the build is tried again, when
