@@ -489,7 +489,7 @@ def scan(buf, start, limit, end, deep, columns):
         max_timestamp = _be(buf, pos + _MAX_TS_AT, 8)
         checked = 0
         marker = NOT_A_MARKER
-        if attributes & ATTR_CONTROL != 0:  # (made for every batch, the call alone was 17% of a KRaft log's shallow scan)
+        if attributes & ATTR_CONTROL != 0:  # (made for every batch, the call was 17% of a KRaft shallow scan)
             marker = plain_marker(buf, pos, batch_end, attributes, count, last_delta, base_timestamp, max_timestamp)
         if marker != NOT_A_MARKER:
             checked = 1  # its one record read, and as `_record_findings` wants it
