@@ -217,12 +217,12 @@ def test_rows_apart_equals_the_masks_it_replaces(deep):
     """The compiled choice of the batches verify takes one by one (`kernels.rows_apart`) against
     the same rule in numpy: offsets at and around the segment's bounds (and wrapping past
     Long.MAX), control batches with and without a plain marker, walked and unwalked batches of
-    every codec, negative record counts."""
+    every codec, negative record counts. Its outline against the numpy passes it replaces."""
     import numpy as np
 
     from kafkalog_tools.formats.record_batch import ATTR_CODEC, ATTR_CONTROL
     from kafkalog_tools.native.columns import (ATTRIBUTES, BASE_OFFSET, CHECKED, LAST_OFFSET_DELTA, MARKER,
-                                               NOT_A_MARKER, RECORDS_COUNT)
+                                               NOT_A_MARKER, RECORDS_COUNT, RO_COMPRESSED)
 
     rng = np.random.default_rng(11)
     lowest, highest = 1000, 1000 + 0x7FFFFFFF
@@ -235,7 +235,7 @@ def test_rows_apart_equals_the_masks_it_replaces(deep):
         columns[MARKER, :n] = rng.choice([NOT_A_MARKER, 0, 1], n)
         columns[CHECKED, :n] = rng.integers(0, 2, n)
         columns[RECORDS_COUNT, :n] = rng.choice([-1, 0, 1, 300], n)
-        rows, compressed = KERNEL.rows_apart(columns, n, lowest, highest, deep)
+        rows, outline = KERNEL.rows_apart(columns, n, lowest, highest, deep)
 
         view = columns[:, :n]
         base = view[BASE_OFFSET]
@@ -246,9 +246,66 @@ def test_rows_apart_equals_the_masks_it_replaces(deep):
         unwalked = (view[CHECKED] == 0) & deep
         waiting = unwalked & ~apart & (view[ATTRIBUTES] & ATTR_CODEC != 0) & (view[RECORDS_COUNT] >= 0)
         assert rows.tolist() == np.flatnonzero(apart | unwalked).tolist(), n
-        assert compressed == int(waiting.sum()), n
+        assert outline[RO_COMPRESSED] == int(waiting.sum()), n
         if n == 5000:
-            assert 0 < len(rows) < n and (compressed > 0) == deep  # (the draw covers both sides)
+            assert 0 < len(rows) < n and (outline[RO_COMPRESSED] > 0) == deep  # (the draw covers both sides)
+
+
+def _outline_in_numpy(view) -> dict:
+    """What `rows_apart`'s outline stands for, as stage 2 computed it in numpy before."""
+    import numpy as np
+
+    from kafkalog_tools.native.columns import (BASE_OFFSET, LAST_OFFSET_DELTA, LEADER_EPOCH, PRODUCER_ID,
+                                               RECORDS_COUNT, SIZE)
+
+    base, deltas, epochs = view[BASE_OFFSET], view[LAST_OFFSET_DELTA], view[LEADER_EPOCH]
+    with np.errstate(over="ignore"):
+        last = base + deltas
+    n = len(base)
+    return {"bytes": int(view[SIZE].sum()), "records": int(view[RECORDS_COUNT].sum()),
+            "largest_last": int(last.max()) if n else -(1 << 63),
+            "largest_producer": int(view[PRODUCER_ID].max(initial=-1)),
+            "ascending": int(bool((deltas >= 0).all() and (base[1:] > last[:-1]).all())),
+            "epochs_rise": int(bool((epochs >= 0).all() and (epochs[1:] >= epochs[:-1]).all())),
+            "epoch_changes": int((epochs[1:] != epochs[:-1]).sum())}
+
+
+def test_rows_apart_outline_equals_numpy():
+    """`rows_apart`'s outline (sums, largest values, whether offsets ascend and epochs rise, how
+    many epochs start) against numpy, on runs as a scan gives them (ascending offsets, one epoch)
+    and on the same runs disturbed one value at a time, at the first, a middle and the last row,
+    wrapping past Long.MAX included."""
+    import numpy as np
+
+    from kafkalog_tools.native.columns import (BASE_OFFSET, LAST_OFFSET_DELTA, LEADER_EPOCH, OUTLINE_FIELDS,
+                                               PRODUCER_ID, RECORDS_COUNT, SIZE)
+
+    rng = np.random.default_rng(23)
+    checked = 0
+    for n in (1, 2, 9, 3000):
+        columns = KERNEL.columns(n)
+        deltas = rng.integers(0, 5, n)
+        columns[LAST_OFFSET_DELTA, :n] = deltas
+        columns[BASE_OFFSET, :n] = np.cumsum(deltas + 1) - deltas - 1 + 40
+        columns[SIZE, :n] = rng.integers(61, 5000, n)
+        columns[RECORDS_COUNT, :n] = deltas + 1
+        columns[PRODUCER_ID, :n] = -1
+        columns[LEADER_EPOCH, :n] = 3
+        pristine = columns.copy()
+        disturbances = [(None, None, None)] + [(field, row, value) for row in sorted({0, n // 2, n - 1})
+                                               for field, value in ((BASE_OFFSET, 40), (BASE_OFFSET, (1 << 63) - 1),
+                                                                    (LAST_OFFSET_DELTA, -1), (LEADER_EPOCH, -1),
+                                                                    (LEADER_EPOCH, 2), (LEADER_EPOCH, 7),
+                                                                    (PRODUCER_ID, 12), (RECORDS_COUNT, -1))]
+        for field, row, value in disturbances:
+            columns[:] = pristine
+            if field is not None:
+                columns[field, row] = value
+            _, outline = KERNEL.rows_apart(columns, n, 0, 1 << 62, False)
+            expected = _outline_in_numpy(columns[:, :n])
+            assert {name: outline[OUTLINE_FIELDS.index(name)] for name in expected} == expected, (n, field, row)
+            checked += 1
+    assert checked == 9 + 17 + 25 + 25  # (runs of 1, 2, 9 and 3000 rows: each disturbance at 1, 2, 3 and 3 rows)
 
 def golden_v2_logs() -> list[Path]:
     return sorted(p for p in need(GOLDEN / "logs").rglob("*.log") if p.stat().st_size)

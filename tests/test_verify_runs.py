@@ -1,6 +1,7 @@
 """The checks `verify` makes of a run of batches at once (`_offsets_before`, `_epoch_starts`), fast
 path and general one, against a batch-by-batch reference on random runs: increasing or not, with and
-without leader epochs, after a partition's earlier batches or at its start."""
+without leader epochs, after a partition's earlier batches or at its start; `_epoch_starts` also
+with the compiled `rows_apart`'s outline of the run, as verify's bulk scan hands it on."""
 from __future__ import annotations
 
 import random
@@ -8,7 +9,20 @@ import random
 import numpy as np
 import pytest
 
+from kafkalog_tools.native import bulk_scan
+from kafkalog_tools.native.columns import BASE_OFFSET, LAST_OFFSET_DELTA, LEADER_EPOCH, PRODUCER_ID
 from kafkalog_tools.verify.partition import _epoch_starts, _offsets_before
+
+KERNEL = bulk_scan.kernel()
+
+
+def outline_of(base, last, epochs):
+    """`kernels.rows_apart`'s outline of a run with these columns."""
+    columns = KERNEL.columns(len(base))
+    columns[:] = 0
+    columns[BASE_OFFSET, :len(base)], columns[LAST_OFFSET_DELTA, :len(base)] = base, last - base
+    columns[LEADER_EPOCH, :len(base)], columns[PRODUCER_ID, :len(base)] = epochs, -1
+    return KERNEL.rows_apart(columns, len(base), -(1 << 62), 1 << 62, False)[1]
 
 
 def offsets_before_one_by_one(base, last, last_offset):
@@ -67,7 +81,9 @@ def test_run_checks_equal_batch_by_batch(shape):
         found = _offsets_before(base, last, last - base, last_offset)
         assert (None if found is None else found.tolist()) == expected, (case, base, last, last_offset)
         previous = rng.choice((-1, 0, int(epochs.max()), int(epochs.max()) + 1))
-        assert _epoch_starts(epochs, previous) == epoch_starts_one_by_one(epochs.tolist(), previous), (case, epochs)
+        expected_starts = epoch_starts_one_by_one(epochs.tolist(), previous)
+        assert _epoch_starts(epochs, previous) == expected_starts, (case, epochs)
+        assert _epoch_starts(epochs, previous, outline_of(base, last, epochs)) == expected_starts, (case, epochs)
         fast += bool((last >= base).all() and (base[1:] > last[:-1]).all())
     if shape == "increasing":
         assert fast == 400

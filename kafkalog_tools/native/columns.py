@@ -42,6 +42,16 @@ NOT_A_MARKER = -1
 """`marker` of every batch but a transaction marker the kernel read."""
 
 
+OUTLINE_FIELDS = ("compressed", "bytes", "records", "largest_last", "largest_producer", "ascending", "epochs_rise",
+                  "epoch_changes")
+"""What `kernels.rows_apart` learns of a run in its pass, so that stage 2 need not pass over it again
+in numpy: how many compressed batches wait to be walked; the sums of `size` and `records_count`;
+the largest last offset (base + delta, wrapping as numpy's int64 does) and producer id (-1: none);
+1 when every delta is >= 0 and every base offset above the last offset before it; 1 when every
+leader epoch is >= 0 and none falls, and how many rows start another one."""
+(RO_COMPRESSED, RO_BYTES, RO_RECORDS, RO_LARGEST_LAST, RO_LARGEST_PRODUCER, RO_ASCENDING, RO_EPOCHS_RISE,
+ RO_EPOCH_CHANGES) = range(len(OUTLINE_FIELDS))
+
 def _field_offsets() -> dict[str, int]:
     """Where each header field starts, from the schema."""
     offsets, at = {}, 0

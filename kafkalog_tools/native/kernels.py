@@ -36,6 +36,8 @@ from .columns import (ABORTED_FIELDS, A_FIRST_OFFSET, A_LAST_OFFSET, A_LAST_STAB
                       RP_BASE_TIMESTAMP, RP_COORDINATOR_EPOCH, RP_EPOCH, RP_LAST_OFFSET, RP_LAST_SEQUENCE,
                       RP_MARKER, RP_MAX_TIMESTAMP, RP_PRODUCER)
 from .columns import (PLAN_FIELDS, PL_ATTRIBUTES, PL_BASE_SEQUENCE, PL_EPOCH, PL_LAST_OFFSET_DELTA, PL_PRODUCER_ID)
+from .columns import (OUTLINE_FIELDS, RO_ASCENDING, RO_BYTES, RO_COMPRESSED, RO_EPOCH_CHANGES, RO_EPOCHS_RISE,
+                      RO_LARGEST_LAST, RO_LARGEST_PRODUCER, RO_RECORDS)
 from .columns import (B_ATTRIBUTES, B_BASE_TIMESTAMP, B_COUNT, B_IN_PAYLOADS, B_LAST_OFFSET, B_MAGIC, B_POSITION,
                       DUMPLOG_TEXTS, D_BATCH, D_CODEC, D_CONTROL_TYPE, D_FALSE, D_KEY, D_LEGACY, D_MARKER,
                       D_OPTIONAL, D_PAYLOAD, D_RECORD, D_TIMESTAMP_TYPE, D_TRUE, RENDER_BATCH, RENDER_RECORD,
@@ -642,13 +644,18 @@ def rows_apart(columns, n, lowest, highest, deep, rows, out):
     """The rows among the first `n` that `verify.bulk.BulkScan._accept` takes one by one, into
     `rows`; returns how many. A batch goes apart when its offsets leave the segment's
     (below `lowest`, last above `highest`), it is a control batch other than a plain marker, or (deep)
-    its records were not walked. out[0]: of those walked not, how many are compressed batches inside
-    the segment's offsets, which the caller decompresses and walks before it decides."""
+    its records were not walked. `out`: the run's outline (`OUTLINE_FIELDS`), compressed counting
+    those walked not that are compressed batches inside the segment's offsets, which the caller
+    decompresses and walks before it decides."""
     count = 0
     compressed = 0
+    total_bytes, records = np.int64(0), np.int64(0)
+    largest_last, largest_producer = _LONG_MIN, np.int64(-1)
+    ascending, epochs_rise, epoch_changes = True, True, 0
     for row in range(n):
         base = columns[BASE_OFFSET, row]
-        last = base + columns[LAST_OFFSET_DELTA, row]
+        delta = columns[LAST_OFFSET_DELTA, row]
+        last = base + delta
         attributes = columns[ATTRIBUTES, row]
         apart = (base < lowest or last < lowest or last > highest
                  or (attributes & ATTR_CONTROL != 0 and columns[MARKER, row] == NOT_A_MARKER))
@@ -658,7 +665,21 @@ def rows_apart(columns, n, lowest, highest, deep, rows, out):
         if apart or unwalked:
             rows[count] = row
             count += 1
-    out[0] = compressed
+        total_bytes += columns[SIZE, row]
+        records += columns[RECORDS_COUNT, row]
+        largest_last = max(largest_last, last)
+        largest_producer = max(largest_producer, columns[PRODUCER_ID, row])
+        epoch = columns[LEADER_EPOCH, row]
+        ascending &= delta >= 0
+        epochs_rise &= epoch >= 0
+        if row:
+            ascending &= base > columns[BASE_OFFSET, row - 1] + columns[LAST_OFFSET_DELTA, row - 1]
+            previous_epoch = columns[LEADER_EPOCH, row - 1]
+            epochs_rise &= epoch >= previous_epoch
+            epoch_changes += epoch != previous_epoch
+    out[RO_COMPRESSED], out[RO_BYTES], out[RO_RECORDS] = compressed, total_bytes, records
+    out[RO_LARGEST_LAST], out[RO_LARGEST_PRODUCER] = largest_last, largest_producer
+    out[RO_ASCENDING], out[RO_EPOCHS_RISE], out[RO_EPOCH_CHANGES] = ascending, epochs_rise, epoch_changes
     return count
 
 
@@ -675,6 +696,11 @@ def _first_at_or_above(values, x):
     return lo
 
 
+@_inline
+def _at_or_max(values, i):
+    return values[i] if i < len(values) else _LONG_MAX
+
+
 @_jit
 def keep_asked(positions, bases, lasts, max_timestamps, asked_positions, asked_holding, asked_after, largest, block,
                at, out):
@@ -686,29 +712,37 @@ def keep_asked(positions, bases, lasts, max_timestamps, asked_positions, asked_h
     max timestamp after it. The queries ascend; where the columns do not, the rows kept are some
     rows (the caller reads every row again)."""
     n = len(positions)
-    in_order = 1
+    in_order = True
     kept = 0
     emitted = -1
     at_position = _first_at_or_above(asked_positions, positions[0])
     at_holding = _first_at_or_above(asked_holding, lasts[0])
     at_after = _first_at_or_above(asked_after, lasts[0])
+    # the next value of each query, _LONG_MAX past the last: most rows pass all three in one test
+    next_position, next_holding, next_after = (_at_or_max(asked_positions, at_position),
+                                               _at_or_max(asked_holding, at_holding), _at_or_max(asked_after, at_after))
     for row in range(n):
         before = largest
-        if max_timestamps[row] > largest:
-            largest = max_timestamps[row]
-        if row and (positions[row] <= positions[row - 1] or lasts[row] < lasts[row - 1]):
-            in_order = 0
+        largest = max(largest, max_timestamps[row])
+        position, last = positions[row], lasts[row]
+        if row:
+            in_order &= position > positions[row - 1] and last >= lasts[row - 1]
+        if next_position > position and next_holding > last and next_after >= last and 0 < row < n - 1:
+            continue  # (no search lands here: a tie with _LONG_MAX goes on to the exact loops)
         # a left search lands here for queries up to this row's value, a right one below it
         landed = False
-        while at_position < len(asked_positions) and asked_positions[at_position] <= positions[row]:
+        while at_position < len(asked_positions) and asked_positions[at_position] <= position:
             landed = True
             at_position += 1
-        while at_holding < len(asked_holding) and asked_holding[at_holding] <= lasts[row]:
+        while at_holding < len(asked_holding) and asked_holding[at_holding] <= last:
             landed = True
             at_holding += 1
-        while at_after < len(asked_after) and asked_after[at_after] < lasts[row]:
+        while at_after < len(asked_after) and asked_after[at_after] < last:
             landed = True
             at_after += 1
+        next_position, next_holding, next_after = (_at_or_max(asked_positions, at_position),
+                                                   _at_or_max(asked_holding, at_holding),
+                                                   _at_or_max(asked_after, at_after))
         if not landed and row != 0 and row != n - 1:
             continue
         if landed and row and emitted < row - 1:  # the row before the one a search lands on
@@ -716,11 +750,11 @@ def keep_asked(positions, bases, lasts, max_timestamps, asked_positions, asked_h
                                                                              lasts[row - 1])
             block[3, at + kept] = before
             kept += 1
-        block[0, at + kept], block[1, at + kept], block[2, at + kept] = positions[row], bases[row], lasts[row]
+        block[0, at + kept], block[1, at + kept], block[2, at + kept] = position, bases[row], last
         block[3, at + kept] = largest
         kept += 1
         emitted = row
-    out[0], out[1] = in_order, largest
+    out[0], out[1] = np.int64(in_order), largest
     return kept
 
 
@@ -2211,7 +2245,7 @@ def _agree_entry(payloads, length, bounds, rows, count, columns, capacity):
 @njit(_I64(_LONGS, _I64, _I64, _I64, _I64, _I64, _LONGS, _LONGS), nogil=True)
 def _apart_entry(columns, capacity, n, lowest, highest, deep, rows, out):
     return rows_apart(carray(columns, (_COLUMN_COUNT, capacity)), n, lowest, highest, deep != 0, carray(rows, (n,)),
-                      carray(out, (1,)))
+                      carray(out, (len(OUTLINE_FIELDS),)))
 
 
 @njit(_I64(_LONGS, _I64, _LONGS, _I64, _I64, _LONGS), nogil=True)

@@ -20,9 +20,9 @@ import numpy as np
 
 from . import cache, elf_object
 from .columns import (ABORTED_FIELDS, B_MAGIC, CAPACITY, COLUMNS, DUMPLOG_TEXTS, HEADER_COLUMNS, INFLATE_STATE,
-                      LEGACY_RECORD_COLUMNS, ONGOING_FIELDS, PLAN_FIELDS, PRODUCER_FIELDS, RECORD_COLUMNS,
-                      RECOVERY_STATE, RENDER_BATCH, RENDER_RECORD, RENDER_STATE, REPLAY_FIELDS, REPLAY_ONGOING,
-                      REPLAY_STATE, RP_PRODUCER, RUN_BATCH_FIELDS, TEXTS, spread)
+                      LEGACY_RECORD_COLUMNS, ONGOING_FIELDS, OUTLINE_FIELDS, PLAN_FIELDS, PRODUCER_FIELDS,
+                      RECORD_COLUMNS, RECOVERY_STATE, RENDER_BATCH, RENDER_RECORD, RENDER_STATE, REPLAY_FIELDS,
+                      REPLAY_ONGOING, REPLAY_STATE, RP_PRODUCER, RUN_BATCH_FIELDS, TEXTS, spread)
 
 _ENTRY_PREFIX = "kafkalog_"
 
@@ -239,15 +239,16 @@ class NativeKernel:
                    _address(rows, np.int64), rows.size, _address(columns, np.int64, len(COLUMNS), True),
                    columns.shape[1])
 
-    def rows_apart(self, columns, n: int, lowest: int, highest: int, deep: bool) -> tuple[np.ndarray, int]:
-        """kernels.rows_apart over the first `n` rows: (those rows, how many compressed batches
-        among them wait to be walked)."""
+    def rows_apart(self, columns, n: int, lowest: int, highest: int, deep: bool) -> tuple[np.ndarray, list[int]]:
+        """kernels.rows_apart over the first `n` rows: (those rows, the run's outline: a list
+        indexed by `RO_*`, whose `RO_COMPRESSED` counts the compressed batches among them that wait
+        to be walked)."""
         if not 0 <= n <= columns.shape[1]:
             raise ValueError(f"bulk kernel: rows_apart of {n} rows of {columns.shape[1]}")
-        rows, out = np.empty(n, dtype=np.int64), np.empty(1, dtype=np.int64)
+        rows, out = np.empty(n, dtype=np.int64), np.empty(len(OUTLINE_FIELDS), dtype=np.int64)
         count = self._call("rows_apart", _address(columns, np.int64, len(COLUMNS)), columns.shape[1], int(n),
                            int(lowest), int(highest), int(deep), rows.ctypes.data, out.ctypes.data)
-        return rows[:count], int(out[0])
+        return rows[:count], out.tolist()
 
     def search_ascending(self, haystack, needles, side: str = "left"):
         """kernels.search_ascending: `np.searchsorted(haystack, needles, side)` for an ascending

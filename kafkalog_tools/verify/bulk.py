@@ -9,7 +9,7 @@ from ..formats.record_batch import ATTR_CODEC, ATTR_CONTROL, HEADER_SIZE, parse_
 from ..formats.segment import MAGIC_OFFSET
 from ..native import bulk_scan
 from ..native.columns import (ATTRIBUTES, BASE_OFFSET, LAST_OFFSET_DELTA, MARKER, MAX_TIMESTAMP, NOT_A_MARKER, POSITION,
-                              RECORDS_COUNT, SIZE, spread)
+                              RECORDS_COUNT, RO_COMPRESSED, SIZE, spread)
 
 
 class BulkScan:
@@ -64,9 +64,12 @@ class BulkScan:
     def _accept(self, columns, n: int, lowest: int, highest: int, magic: int) -> None:
         """The first `n` rows of `columns` (whole rows: the kernels read them)."""
         scan = self.scan
-        apart, compressed = self.kernel.rows_apart(columns, n, lowest, highest, scan.deep)
+        apart, outline = self.kernel.rows_apart(columns, n, lowest, highest, scan.deep)
         columns = columns[:, :n]
-        if compressed and magic >= 2:  # (`_open_wrappers` has read V0/V1 wrappers)
+        if not len(apart):  # the usual run: stage 2 reads the outline instead of passing over it again
+            scan.accept_clean(columns, magic, outline)
+            return
+        if outline[RO_COMPRESSED] and magic >= 2:  # (`_open_wrappers` has read V0/V1 wrappers)
             columns, apart = self._walk_compressed(columns, lowest, highest)
         start = 0
         log = scan.log

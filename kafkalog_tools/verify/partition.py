@@ -10,10 +10,11 @@ from typing import Callable, Iterable, Iterator
 
 from ..errors import CorruptDataError, InputError, KafkaLogError
 from ..formats import checkpoint, producer_snapshot, txn_index
-from ..formats.batch import Batch
+from ..formats.batch import Batch, java_long
 from ..formats.logdir import PartitionDir, Segment
 from ..formats.txn_index import AbortedTxn, AbortedTxns
-from ..native.columns import BASE_OFFSET, LAST_OFFSET_DELTA, LEADER_EPOCH, PRODUCER_ID
+from ..native.columns import (BASE_OFFSET, LAST_OFFSET_DELTA, LEADER_EPOCH, PRODUCER_ID, RO_ASCENDING, RO_EPOCH_CHANGES,
+                              RO_EPOCHS_RISE, RO_LARGEST_PRODUCER)
 from ..payloads.versions import newer_versions
 from ..recovery import ProducerState, ProducerStateError, starting_producer_state
 from .findings import (ERROR, INFO, RANK_EPOCH, RANK_ORDER, RANK_PRODUCER, WARNING, Finding, Summary, from_error,
@@ -341,7 +342,7 @@ class _SegmentReplay:
         as for 10,000. `finish` replays what is gathered."""
         if type(facts) is FactsRun:
             if facts.magic >= 2 and facts.columns.shape[1] < (
-                    self.ALONE_WITH_PRODUCERS if facts.columns[PRODUCER_ID].max(initial=-1) >= 0 else self.ALONE):
+                    self.ALONE_WITH_PRODUCERS if _has_producers(facts) else self.ALONE):
                 self._gather(facts.path, facts.columns, None)
                 return
             self.finish()
@@ -395,26 +396,50 @@ class _SegmentReplay:
         check = self.check
         columns = run.columns
         base = columns[BASE_OFFSET]
-        last = base + columns[LAST_OFFSET_DELTA]
+        outline = run.outline
         if check.pending_snapshots:  # compared when the first batch at or past a snapshot's offset replays
-            reached = np.flatnonzero((base if run.magic >= 2 else last) >= check.pending_snapshots[0][0])
+            reached = np.flatnonzero((base if run.magic >= 2 else run.last_offsets) >= check.pending_snapshots[0][0])
             if len(reached):
                 at = int(reached[0])
                 for part in (run.part(0, at), run.part(at, at + 1), run.part(at + 1, len(base))):
                     if part.columns.shape[1]:
                         (self._run if part.columns.shape[1] > 1 else self._one_by_one)(part)
                 return
-        before = _offsets_before(base, last, columns[LAST_OFFSET_DELTA], check.last_offset)
-        if before is None:
-            return self._one_by_one(run)  # offset-not-increasing
+        if outline is not None and outline[RO_ASCENDING] and (check.last_offset is None
+                                                              or int(base[0]) > check.last_offset):
+            before = None  # each row's: the last offset of the row before (`_offsets_before`'s usual case)
+        else:
+            before = _offsets_before(base, run.last_offsets, columns[LAST_OFFSET_DELTA], check.last_offset)
+            if before is None:
+                return self._one_by_one(run)  # offset-not-increasing
         new_epochs = []
         epochs = columns[LEADER_EPOCH]
-        starts = _epoch_starts(epochs, check.epochs[-1][0] if check.epochs else -1)
+        starts = _epoch_starts(epochs, check.epochs[-1][0] if check.epochs else -1, outline)
         if starts is None:
             return self._one_by_one(run)  # leader-epoch-decreased
         for row in starts:  # a new epoch starts
-            prior = None if row == 0 and check.last_offset is None else int(before[row])
+            if row == 0:
+                prior = check.last_offset  # (None: nothing before it; `_offsets_before` gives the same)
+            elif before is None:
+                prior = _last_offset(columns, row - 1)
+            else:
+                prior = int(before[row])
             new_epochs.append((int(epochs[row]), int(base[row]), prior))
+        last_offset = _last_offset(columns, -1)
+        if _has_producers(run):
+            self._move_producers(run, run.last_offsets)
+        check.epochs.extend(new_epochs)
+        if check.last_offset is None or last_offset > check.last_offset:
+            check.last_offset = last_offset
+        if not self.count:
+            self.first_base_offset = int(base[0])
+        self.count += len(base)
+        self.last_offset = last_offset
+
+    def _move_producers(self, run: "FactsRun", last) -> None:
+        """The producer state after a run whose offsets and epochs `_run` found in order."""
+        check = self.check
+        columns = run.columns
         plan = check.state.plan_run(columns, last)
         if plan.apart:  # a transactional producer's batches, or those with an anomaly to report
             def one(row: int) -> tuple[bool, AbortedTxn | None]:
@@ -429,17 +454,22 @@ class _SegmentReplay:
             self.aborted.extend(aborted)
             self.abort_markers.add_run(columns[PRODUCER_ID, abort_rows], columns[BASE_OFFSET, abort_rows])
         check.state.commit_run(plan, columns, last)
-        check.epochs.extend(new_epochs)
-        if check.last_offset is None or int(last[-1]) > check.last_offset:
-            check.last_offset = int(last[-1])
-        if not self.count:
-            self.first_base_offset = int(base[0])
-        self.count += len(base)
-        self.last_offset = int(last[-1])
 
     def _one_by_one(self, run: "FactsRun") -> None:
         for facts in run.rows():
             self._one(facts)
+
+
+def _has_producers(run: "FactsRun") -> bool:
+    """Whether any batch of the run has a producer id."""
+    if run.outline is not None:
+        return run.outline[RO_LARGEST_PRODUCER] >= 0
+    return run.columns[PRODUCER_ID].max(initial=-1) >= 0
+
+
+def _last_offset(columns, row: int) -> int:
+    """A row's last offset, wrapping past Long.MAX as the numpy columns (and Kafka's long) do."""
+    return java_long(int(columns[BASE_OFFSET, row]) + int(columns[LAST_OFFSET_DELTA, row]))
 
 
 def _offsets_before(base, last, deltas, last_offset: int | None):
@@ -462,12 +492,17 @@ def _offsets_before(base, last, deltas, last_offset: int | None):
     return None if (base <= before).any() else before
 
 
-def _epoch_starts(epochs, previous_epoch: int) -> list[int] | None:
+def _epoch_starts(epochs, previous_epoch: int, outline: list[int] | None = None) -> list[int] | None:
     """Rows of a run where a new leader epoch starts (above every epoch before it, `previous_epoch`
     the partition's so far; -1: no epoch, which batches without one keep), or None where an epoch
-    decreases. A run whose epochs are all set and never decrease, the usual one, takes three passes."""
+    decreases. A run whose epochs are all set and never decrease, the usual one, takes three passes;
+    none where its `outline` says they are one epoch."""
     import numpy as np
 
+    if outline is not None and outline[RO_EPOCHS_RISE] and not outline[RO_EPOCH_CHANGES] and len(epochs):
+        first = int(epochs[0])
+        if first >= max(previous_epoch, 0):
+            return [0] if first > previous_epoch else []
     if len(epochs) and epochs[0] >= max(previous_epoch, 0) and (epochs[1:] >= epochs[:-1]).all():
         rows = (np.flatnonzero(epochs[1:] != epochs[:-1]) + 1).tolist()
         return [0] + rows if epochs[0] > previous_epoch else rows

@@ -21,7 +21,7 @@ from ..formats.segment import all_zero as _all_zero, next_non_zero as _next_non_
 from ..native import bulk_scan
 from ..native.columns import (ATTRIBUTES, BASE_OFFSET, BASE_SEQUENCE, BASE_TIMESTAMP, COORDINATOR_EPOCH,
                               LAST_OFFSET_DELTA, LEADER_EPOCH, MARKER, MAX_TIMESTAMP, NOT_A_MARKER, POSITION,
-                              PRODUCER_EPOCH, PRODUCER_ID, RECORDS_COUNT, SIZE)
+                              PRODUCER_EPOCH, PRODUCER_ID, RECORDS_COUNT, RO_BYTES, RO_LARGEST_LAST, RO_RECORDS, SIZE)
 from ..recovery import RecoveryDrops, marker_records, recovery_drops
 from .bulk import BulkScan
 from .findings import (ERROR, INFO, RANK_AFTER, RANK_BASE_OFFSET, RANK_BOUNDS, RANK_RECORDS, WARNING, Finding,
@@ -88,16 +88,29 @@ class FactsRun:
     Handed to a `BatchConsumer`, the columns are the scan's own buffer, which its next range
     overwrites: a consumer that keeps the run keeps `held()`."""
 
-    def __init__(self, path: str, columns, magic: int = 2, given: dict[int, BatchFacts] | None = None):
+    def __init__(self, path: str, columns, magic: int = 2, given: dict[int, BatchFacts] | None = None,
+                 outline: list[int] | None = None, last=None):
         self.path = path
         self.columns = columns
         self.magic = magic
         self.given = given or {}
         """Rows that stand for a batch read one by one (a transaction marker): its own facts."""
+        self.outline = outline
+        """What `kernels.rows_apart` learnt of exactly these rows (`OUTLINE_FIELDS`), or None."""
+        self.last = last
+        """Their last offsets (numpy), where the scan computed them already, or None."""
+
+    @property
+    def last_offsets(self):
+        """Each row's last offset: base offset + last offset delta (computed once)."""
+        if self.last is None:
+            self.last = self.columns[BASE_OFFSET] + self.columns[LAST_OFFSET_DELTA]
+        return self.last
 
     def held(self) -> "FactsRun":
-        """This run with columns of its own."""
-        return FactsRun(self.path, self.columns.copy(), self.magic, self.given)
+        """This run with columns of its own (and its outline; its last offsets are computed again
+        where needed rather than kept)."""
+        return FactsRun(self.path, self.columns.copy(), self.magic, self.given, self.outline)
 
     def part(self, start: int, stop: int) -> "FactsRun":
         """Rows start..stop-1."""
@@ -583,20 +596,21 @@ class LogScan:
         base = self.segment.base_offset
         return base if self.last_offset is None or self.last_offset < base else min(self.last_offset + 1, (1 << 63) - 1)
 
-    def accept_clean(self, columns, magic: int = 2) -> None:
-        """`_accept` for a run of batches the bulk scan vouched for, in which it would find nothing."""
+    def accept_clean(self, columns, magic: int = 2, outline: list[int] | None = None) -> None:
+        """`_accept` for a run of batches the bulk scan vouched for, in which it would find nothing
+        (`outline`: these very rows', from `kernels.rows_apart`)."""
         counts = self.counts
         positions, sizes, base = columns[POSITION], columns[SIZE], columns[BASE_OFFSET]
         last = base + columns[LAST_OFFSET_DELTA]
         if self.deep:
-            counts.records += int(columns[RECORDS_COUNT].sum())
-        self.on_batch(FactsRun(self.log.path, columns, magic))
+            counts.records += int(columns[RECORDS_COUNT].sum()) if outline is None else outline[RO_RECORDS]
+        self.on_batch(FactsRun(self.log.path, columns, magic, outline=outline, last=last))
         self.table.extend(positions, sizes, base, last, columns[MAX_TIMESTAMP])
-        largest = int(last.max())
+        largest = int(last.max()) if outline is None else outline[RO_LARGEST_LAST]
         if self.last_offset is None or largest > self.last_offset:
             self.last_offset = largest
         counts.batches += len(positions)
-        size = int(sizes.sum())
+        size = int(sizes.sum()) if outline is None else outline[RO_BYTES]
         counts.intact_bytes += size
         if self.damage:
             latest = self.damage[-1]
