@@ -652,6 +652,7 @@ def rows_apart(columns, n, lowest, highest, deep, rows, out):
     total_bytes, records = np.int64(0), np.int64(0)
     largest_last, largest_producer = _LONG_MIN, np.int64(-1)
     ascending, epochs_rise, epoch_changes = True, True, 0
+    previous_last, previous_epoch = np.int64(0), np.int64(0)
     for row in range(n):
         base = columns[BASE_OFFSET, row]
         delta = columns[LAST_OFFSET_DELTA, row]
@@ -673,10 +674,10 @@ def rows_apart(columns, n, lowest, highest, deep, rows, out):
         ascending &= delta >= 0
         epochs_rise &= epoch >= 0
         if row:
-            ascending &= base > columns[BASE_OFFSET, row - 1] + columns[LAST_OFFSET_DELTA, row - 1]
-            previous_epoch = columns[LEADER_EPOCH, row - 1]
+            ascending &= base > previous_last
             epochs_rise &= epoch >= previous_epoch
             epoch_changes += epoch != previous_epoch
+        previous_last, previous_epoch = last, epoch
     out[RO_COMPRESSED], out[RO_BYTES], out[RO_RECORDS] = compressed, total_bytes, records
     out[RO_LARGEST_LAST], out[RO_LARGEST_PRODUCER] = largest_last, largest_producer
     out[RO_ASCENDING], out[RO_EPOCHS_RISE], out[RO_EPOCH_CHANGES] = ascending, epochs_rise, epoch_changes
