@@ -52,6 +52,7 @@ leader epoch is >= 0 and none falls, and how many rows start another one."""
 (RO_COMPRESSED, RO_BYTES, RO_RECORDS, RO_LARGEST_LAST, RO_LARGEST_PRODUCER, RO_ASCENDING, RO_EPOCHS_RISE,
  RO_EPOCH_CHANGES) = range(len(OUTLINE_FIELDS))
 
+
 def _field_offsets() -> dict[str, int]:
     """Where each header field starts, from the schema."""
     offsets, at = {}, 0
