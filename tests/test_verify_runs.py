@@ -1,7 +1,7 @@
 """The checks `verify` makes of a run of batches at once (`_offsets_before`, `_epoch_starts`), fast
 path and general one, against a batch-by-batch reference on random runs: increasing or not, with and
-without leader epochs, after a partition's earlier batches or at its start; `_epoch_starts` also
-with the compiled `rows_apart`'s outline of the run, as verify's bulk scan hands it on."""
+without leader epochs, after a partition's earlier batches or at its start; both also with the
+compiled `rows_apart`'s outline of the run, as verify's bulk scan hands it on."""
 from __future__ import annotations
 
 import random
@@ -78,12 +78,14 @@ def test_run_checks_equal_batch_by_batch(shape):
         base, last, epochs = _run(rng, rng.choice((1, 2, 5, 50)), shape)
         last_offset = rng.choice((None, int(base[0]) - 1, int(base[0]), int(last.max())))
         expected = offsets_before_one_by_one(base.tolist(), last.tolist(), last_offset)
-        found = _offsets_before(base, last, last - base, last_offset)
-        assert (None if found is None else found.tolist()) == expected, (case, base, last, last_offset)
+        outline = outline_of(base, last, epochs)
+        for found in (_offsets_before(base, last, last - base, last_offset),
+                      _offsets_before(base, last, last - base, last_offset, outline)):
+            assert (None if found is None else found.tolist()) == expected, (case, base, last, last_offset)
         previous = rng.choice((-1, 0, int(epochs.max()), int(epochs.max()) + 1))
         expected_starts = epoch_starts_one_by_one(epochs.tolist(), previous)
         assert _epoch_starts(epochs, previous) == expected_starts, (case, epochs)
-        assert _epoch_starts(epochs, previous, outline_of(base, last, epochs)) == expected_starts, (case, epochs)
+        assert _epoch_starts(epochs, previous, outline) == expected_starts, (case, epochs)
         fast += bool((last >= base).all() and (base[1:] > last[:-1]).all())
     if shape == "increasing":
         assert fast == 400

@@ -10,7 +10,7 @@ from typing import Callable, Iterable, Iterator
 
 from ..errors import CorruptDataError, InputError, KafkaLogError
 from ..formats import checkpoint, producer_snapshot, txn_index
-from ..formats.batch import Batch, java_long
+from ..formats.batch import Batch
 from ..formats.logdir import PartitionDir, Segment
 from ..formats.txn_index import AbortedTxn, AbortedTxns
 from ..native.columns import (BASE_OFFSET, LAST_OFFSET_DELTA, LEADER_EPOCH, PRODUCER_ID, RO_ASCENDING, RO_EPOCH_CHANGES,
@@ -396,45 +396,35 @@ class _SegmentReplay:
         check = self.check
         columns = run.columns
         base = columns[BASE_OFFSET]
-        outline = run.outline
+        last = run.last_offsets
         if check.pending_snapshots:  # compared when the first batch at or past a snapshot's offset replays
-            reached = np.flatnonzero((base if run.magic >= 2 else run.last_offsets) >= check.pending_snapshots[0][0])
+            reached = np.flatnonzero((base if run.magic >= 2 else last) >= check.pending_snapshots[0][0])
             if len(reached):
                 at = int(reached[0])
                 for part in (run.part(0, at), run.part(at, at + 1), run.part(at + 1, len(base))):
                     if part.columns.shape[1]:
                         (self._run if part.columns.shape[1] > 1 else self._one_by_one)(part)
                 return
-        if outline is not None and outline[RO_ASCENDING] and (check.last_offset is None
-                                                              or int(base[0]) > check.last_offset):
-            before = None  # each row's: the last offset of the row before (`_offsets_before`'s usual case)
-        else:
-            before = _offsets_before(base, run.last_offsets, columns[LAST_OFFSET_DELTA], check.last_offset)
-            if before is None:
-                return self._one_by_one(run)  # offset-not-increasing
+        before = _offsets_before(base, last, columns[LAST_OFFSET_DELTA], check.last_offset, run.outline)
+        if before is None:
+            return self._one_by_one(run)  # offset-not-increasing
         new_epochs = []
         epochs = columns[LEADER_EPOCH]
-        starts = _epoch_starts(epochs, check.epochs[-1][0] if check.epochs else -1, outline)
+        starts = _epoch_starts(epochs, check.epochs[-1][0] if check.epochs else -1, run.outline)
         if starts is None:
             return self._one_by_one(run)  # leader-epoch-decreased
         for row in starts:  # a new epoch starts
-            if row == 0:
-                prior = check.last_offset  # (None: nothing before it; `_offsets_before` gives the same)
-            elif before is None:
-                prior = _last_offset(columns, row - 1)
-            else:
-                prior = int(before[row])
+            prior = None if row == 0 and check.last_offset is None else int(before[row])
             new_epochs.append((int(epochs[row]), int(base[row]), prior))
-        last_offset = _last_offset(columns, -1)
         if _has_producers(run):
-            self._move_producers(run, run.last_offsets)
+            self._move_producers(run, last)
         check.epochs.extend(new_epochs)
-        if check.last_offset is None or last_offset > check.last_offset:
-            check.last_offset = last_offset
+        if check.last_offset is None or int(last[-1]) > check.last_offset:
+            check.last_offset = int(last[-1])
         if not self.count:
             self.first_base_offset = int(base[0])
         self.count += len(base)
-        self.last_offset = last_offset
+        self.last_offset = int(last[-1])
 
     def _move_producers(self, run: "FactsRun", last) -> None:
         """The producer state after a run whose offsets and epochs `_run` found in order."""
@@ -467,19 +457,16 @@ def _has_producers(run: "FactsRun") -> bool:
     return run.columns[PRODUCER_ID].max(initial=-1) >= 0
 
 
-def _last_offset(columns, row: int) -> int:
-    """A row's last offset, wrapping past Long.MAX as the numpy columns (and Kafka's long) do."""
-    return java_long(int(columns[BASE_OFFSET, row]) + int(columns[LAST_OFFSET_DELTA, row]))
-
-
-def _offsets_before(base, last, deltas, last_offset: int | None):
+def _offsets_before(base, last, deltas, last_offset: int | None, outline: list[int] | None = None):
     """Each batch's previous last offset in a run (the largest before it, the partition's so far
     included; for the first batch of a partition its own), or None where a base offset does not pass
-    it. A run whose last offsets strictly increase, the usual one, takes two comparisons."""
+    it. A run whose last offsets strictly increase, the usual one, takes two comparisons; none where
+    its `outline` says so."""
     import numpy as np
 
     before = np.empty_like(last)
-    if (deltas >= 0).all() and (base[1:] > last[:-1]).all():  # the largest before each is the one before it
+    if (outline[RO_ASCENDING] if outline is not None
+            else (deltas >= 0).all() and (base[1:] > last[:-1]).all()):  # the largest before each is the one before it
         before[1:] = last[:-1]
         before[0] = last[0] if last_offset is None else last_offset
         return before if last_offset is None or base[0] > last_offset else None
