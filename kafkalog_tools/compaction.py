@@ -229,6 +229,18 @@ class _Segment:
     """The first entry's size is below 14: LogSegment.getFirstBatchTimestamp throws."""
     lookup: Callable[[int], int] | None = None
     """Its offset index's lookup as loaded: the position Kafka reads from for an offset."""
+    rolling_timestamp: int | None = None
+    """LogSegment.rollingBasedTimestamp as the loader leaves it (a piece of a split recoverLog made);
+    None: getFirstBatchTimestamp reads the first batch."""
+
+    def first_batch_timestamp(self) -> int:
+        """LogSegment.getFirstBatchTimestamp: the rolling timestamp, else the first batch's max
+        timestamp; Long.MAX_VALUE where that is negative or there is no batch."""
+        if self.rolling_timestamp is not None:
+            timestamp = self.rolling_timestamp
+        else:
+            timestamp = self.batches[0][0].max_timestamp if self.batches else -1
+        return timestamp if timestamp >= 0 else LONG_MAX
 
 
 def _read_segments(loaded: LoadedLog, open_files: ExitStack) -> list[_Segment]:
@@ -251,7 +263,8 @@ def _read_segments(loaded: LoadedLog, open_files: ExitStack) -> list[_Segment]:
             unreadable = _stop_reason(log)
         out.append(_Segment(by_base[held.base_offset], log.end, log.mtime_ms, batches,
                             loaded.recovered.get(held.base_offset), unreadable,
-                            log.stop is Stop.CORRUPT_SIZE and log.stop_position == 0, held.lookup))
+                            log.stop is Stop.CORRUPT_SIZE and log.stop_position == 0, held.lookup,
+                            loaded.rolling_timestamps.get(held.base_offset)))
     return out
 
 
@@ -392,7 +405,7 @@ def _analyze_loaded(partition: PartitionDir, report: CompactionReport, loaded: L
     # what the cleaner reads: the first batch of each dirty non-active segment (maxCompactionDelay), the
     # records of the dirty segments (the offset map), then the segments it cleans
     unreadable = next((seg.unreadable for seg in _non_active_from(read, report.first_dirty_offset)
-                       if seg.first_batch_unreadable), None)
+                       if seg.first_batch_unreadable and seg.rolling_timestamp is None), None)
     report.txn_indexes = {seg.segment.base_offset: _loaded_txn_index(seg) for seg in read}
     try:
         aborted = _aborted_transactions(read, report.txn_indexes)
@@ -478,8 +491,7 @@ def _cleanable_bytes(read: list[_Segment], report: CompactionReport) -> None:
 def _would_clean(read: list[_Segment], report: CompactionReport) -> None:
     """grabFilthiestCompactedLog: ratio above min.cleanable.dirty.ratio, or max.compaction.lag.ms passed."""
     settings = report.settings
-    # LogSegment.getFirstBatchTimestamp: the first batch's max timestamp
-    firsts = [s.batches[0][0].max_timestamp for s in _non_active_from(read, report.first_dirty_offset) if s.batches]
+    firsts = [s.first_batch_timestamp() for s in _non_active_from(read, report.first_dirty_offset)]
     earliest = min((t for t in firsts if t > 0), default=LONG_MAX)
     clean_until = report.now - max(settings.max_compaction_lag_ms, 0)
     overdue = earliest < clean_until

@@ -107,6 +107,9 @@ class LoadedLog:
     """Where the pieces of split segments are written; it goes with this object."""
     pieces: dict[str, tuple[str, int]] = field(default_factory=dict)
     """A piece's .log in `scratch` -> the split segment's .log and the byte the piece starts at."""
+    rolling_timestamps: dict[int, int] = field(default_factory=dict)
+    """Base offset -> the rollingBasedTimestamp of a piece recoverLog's split put in the segment map
+    (`split.Piece.rolling_timestamp`); a segment loaded from its file has none until it is read."""
     directory: Path | None = None
     """The partition's directory."""
 
@@ -274,6 +277,8 @@ def _split(loaded: LoadedLog, snapshots: Snapshots, overflow: SegmentOffsetOverf
         kept = [at for at, file in enumerate(files) if file.base_offset != segment.base_offset]
         files, pieces = [files[at] for at in kept], [pieces[at] for at in kept]
     loaded.pieces.update({str(file.log): (str(segment.log), piece.start) for file, piece in zip(files, pieces)})
+    if in_segment_map:  # (loadSegmentFiles' retry opens every segment from its file again)
+        loaded.rolling_timestamps.update({piece.base_offset: piece.rolling_timestamp for piece in pieces})
     by_base = {s.base_offset: s for s in loaded.files if s is not segment}
     if not in_segment_map:  # (a piece at its base offset takes its place, and the .txnindex left)
         by_base[segment.base_offset] = left_by_failed_recovery(segment, failed.index_bytes(), failed.timeindex_bytes(),

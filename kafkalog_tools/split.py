@@ -23,6 +23,8 @@ appendFromFile, appendChunkFromFile, append, onBecomeInactiveSegment).
   segment.index.bytes allows (10 MiB: a million entries), which a piece of at most 2 GiB, one entry a
   chunk, cannot reach: no full-index check is modelled.
 - The pieces' files get the segment's .log mtime; they have no .txnindex.
+- The first append to an empty segment sets its rollingBasedTimestamp: a piece's is its first
+  chunk's largest timestamp, not its first batch's (what a segment opened from disk reads).
 - replaceSegments removes the split segment only from the loader's segment map. Where the split
   comes from a segment loadSegmentFiles recovers (no .index, say), that segment is not in the map
   yet: its files stay, with the indexes the failed recovery left (`left_by_failed_recovery`), and the
@@ -66,6 +68,9 @@ class Piece:
     """(timestamp, absolute offset)"""
     max_timestamp: int = NO_TIMESTAMP
     offset_of_max_timestamp: int = 0
+    rolling_timestamp: int | None = None
+    """LogSegment.rollingBasedTimestamp: the largest timestamp of the piece's first chunk (its first
+    append). While the loader holds this piece's object, getFirstBatchTimestamp answers it."""
 
     def __post_init__(self):
         self.offset_of_max_timestamp = self.base_offset  # an empty time index's last entry: (-1, base offset)
@@ -126,6 +131,8 @@ def _append_from_file(log: SegmentFile, piece: Piece, index_interval_bytes: int)
             return position
         capacity = max(capacity, end - position)
         # LogSegment.append of the chunk
+        if piece.rolling_timestamp is None:
+            piece.rolling_timestamp = chunk_max_timestamp
         if chunk_max_timestamp > piece.max_timestamp:
             piece.max_timestamp, piece.offset_of_max_timestamp = chunk_max_timestamp, chunk_offset_of_max
         if since_last_entry > index_interval_bytes:

@@ -1,7 +1,7 @@
 """Differential tests against Kafka's own code (Kafka 4.0 built from source: ../shared/tools/kafka-oracle).
 
-Each CI run draws a new seed (printed; KAFKALOG_KAFKA_SEED=N reproduces a run) and compares a fixed
-budget of cases: mutated segments of every magic, codec, control batches and internal topics (the
+Each run compares the cases of one seed (printed; KAFKALOG_KAFKA_SEED=N runs another, `random` a new
+one each run; CI runs the default), a fixed budget of cases: mutated segments of every magic, codec, control batches and internal topics (the
 fuzzer's own cases) parsed by Kafka and by us, dumped by kafka-dump-log and by `dump --format text`,
 recovered by Kafka and by `rebuild-index [--truncate]`; and generated keyed partitions (tombstones,
 transactions, varied configs) judged by Kafka's retention and by `retention`, and cleaned by Kafka's
@@ -11,6 +11,7 @@ replays it. The longer run: `python -m kafkalog_tools.fuzz --against-kafka --min
 """
 from __future__ import annotations
 
+import json
 import os
 import random
 import shutil
@@ -20,9 +21,7 @@ from pathlib import Path
 import pytest
 
 from kafkalog_tools.fuzz import against_kafka, oracle
-from tests.conftest import CORPUS
-
-SEED_VARIABLE = "KAFKALOG_KAFKA_SEED"
+from tests.conftest import CORPUS, SEED_VARIABLE, chosen_seed
 SEGMENT_CASES = 60
 """Segment cases per run (each: a parse, a recovery and a dump compared), with a retention case and a
 compaction case per `against_kafka.RETENTION_EVERY` of them: about a minute on an idle 2-core machine."""
@@ -41,12 +40,8 @@ def kafka():
         kafka.close()
 
 
-def _seed() -> int:
-    return int(os.environ.get(SEED_VARIABLE) or random.SystemRandom().randrange(1 << 31))
-
-
 def test_kafka_and_we_read_recover_dump_retain_and_clean_alike(kafka, tmp_path):
-    seed = _seed()
+    seed = chosen_seed(24063)
     corpus = [CORPUS / name for name in ("golden", "golden-4.0", "real") if (CORPUS / name).exists()]
     print(f"seed {seed} ({SEED_VARIABLE}={seed} reproduces this run); corpus seeds from {[c.name for c in corpus]}")
     report = against_kafka.run(seed, corpus=corpus, work_dir=tmp_path, orc=kafka, segment_cases=SEGMENT_CASES)
@@ -411,7 +406,7 @@ def test_segments_whose_offsets_overflow_are_split_retained_and_cleaned_as_kafka
     from kafkalog_tools.formats.segment import SegmentFile
     from kafkalog_tools.split import split_segment, write_pieces
 
-    seed = _seed()
+    seed = chosen_seed(947893520)
     print(f"seed {seed} ({SEED_VARIABLE}={seed} reproduces this run)")
     rng = random.Random(f"{seed}:overflow:{case}")
     partition = tmp_path / "loader" / "logs" / "t-0"
@@ -437,3 +432,54 @@ def test_segments_whose_offsets_overflow_are_split_retained_and_cleaned_as_kafka
         options = against_kafka.compaction_options(rng, generated)
         assert against_kafka.compare_compaction(root / "logs" / "t-0", options, kafka, report, root / "out") == [], \
             (clean, options)
+
+
+def _split_piece_partition(root: Path, indexed: bool) -> dict:
+    """A first segment whose offsets jump past Int.MaxValue after two batches, days apart, then a
+    one-batch active segment. The first piece of its split is one chunk: its first append's largest
+    timestamp is the second batch's, a day and a half after its first batch's."""
+    from kafkalog_tools.fuzz import cases
+    from kafkalog_tools.formats.record_batch import build_batch, build_record
+
+    directory = root / "logs" / "t-0"
+    directory.mkdir(parents=True)
+    day, t0 = against_kafka.DAY, cases.T0
+    batches = [(0, t0, b"a"), (1, t0 + 3 * day // 2, b"b"), (1 << 31 | 5, t0 + 2 * day, b"a")]
+    first = b"".join(build_batch(offset, [build_record(0, 0, key, b"v")], base_timestamp=at, max_timestamp=at)
+                     for offset, at, key in batches)
+    last_offset, last_at = (1 << 31) + 6, t0 + 2 * day + 1000
+    (directory / f"{0:020d}.log").write_bytes(first)
+    (directory / f"{last_offset:020d}.log").write_bytes(
+        build_batch(last_offset, [build_record(0, 0, b"b", b"w")], base_timestamp=last_at, max_timestamp=last_at))
+    for base in [0] * indexed + [last_offset]:
+        for suffix in (".index", ".timeindex"):
+            (directory / f"{base:020d}{suffix}").write_bytes(b"")
+    if not indexed:
+        (root / "logs" / against_kafka.CLEAN_SHUTDOWN).write_bytes(b"")
+    for path in directory.iterdir():
+        os.utime(path, ns=(last_at * 1_000_000,) * 2)
+    return {"now": last_at, "delete_retention_ms": against_kafka.DAY, "min_compaction_lag_ms": 0,
+            "min_cleanable_ratio": 0.99, "segment_bytes": 1 << 30, "max_compaction_lag_ms": day,
+            "first_dirty_offset": 1}
+
+
+@pytest.mark.parametrize("indexed, overdue", [(True, False), (False, True)])
+def test_a_split_piece_is_as_old_as_its_first_chunk_while_the_loader_holds_it(kafka, tmp_path, indexed, overdue):
+    """max.compaction.lag.ms reads each dirty segment's LogSegment.getFirstBatchTimestamp: the
+    rollingBasedTimestamp its first append set, else its first batch's. recoverLog's split (after an
+    unclean shutdown) keeps the pieces it appended to: the first piece is as old as its first chunk's
+    largest timestamp, and not overdue. loadSegmentFiles' split (no .index) opens them from their files
+    again: the first batch's timestamp, overdue. Found by CI's random seed 947893520."""
+    from click.testing import CliRunner
+
+    from kafkalog_tools.cli import cli
+
+    options = _split_piece_partition(tmp_path, indexed)
+    partition = tmp_path / "logs" / "t-0"
+    assert against_kafka.compare_compaction(partition, options, kafka, against_kafka.Report(0), tmp_path / "out") == []
+    argv = ["compaction", "--format", "json", "--now", options["now"], "--delete-retention-ms",
+            options["delete_retention_ms"], "--min-cleanable-ratio", options["min_cleanable_ratio"],
+            "--max-compaction-lag-ms", options["max_compaction_lag_ms"], "--first-dirty-offset", 1, partition]
+    result = CliRunner().invoke(cli, list(map(str, argv)), catch_exceptions=False)
+    summary = next(json.loads(line) for line in result.stdout.splitlines() if "compaction_summary" in line)
+    assert summary["would_clean"] is overdue, summary["would_clean_because"]

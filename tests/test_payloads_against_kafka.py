@@ -5,7 +5,7 @@ topics (Kafka prints them in its hash set's order), newer record versions (read 
 layout where Kafka's readers allow it, refused by nested structs where they do not), remote log
 metadata that Kafka cannot build an object from, share group state of every type. Each partition is
 dumped once by the oracle (`../shared/tools/kafka-oracle/bin/kafka-dump-log`) and once by us with
-the same flags; the outputs must be identical. The seed is random per run and printed.
+the same flags; the outputs must be identical. The seed is printed (KAFKALOG_KAFKA_SEED: conftest.chosen_seed).
 """
 from __future__ import annotations
 
@@ -27,10 +27,10 @@ from kafkalog_tools.payloads.cluster_metadata import FRAME_HEADER
 from kafkalog_tools.payloads.metadata_records import METADATA_RECORDS
 from kafkalog_tools.payloads.transaction_state import TRANSACTION_LOG_KEY, TRANSACTION_LOG_VALUE
 from kafkalog_tools.protocol import uuid_to_text
-from tests.conftest import CORPUS
+from tests.conftest import CORPUS, chosen_seed
 
 KAFKA_DUMP_LOG = Path(os.environ.get("KAFKALOG_ORACLE", CORPUS.parent / "tools" / "kafka-oracle")) / "bin" / "kafka-dump-log"
-SEED = random.randrange(1 << 32)
+SEED = chosen_seed(2026112901)
 TOPIC_ID = uuid_to_text(bytes(range(16)))
 SEGMENT_ID = uuid_to_text(bytes(range(16, 32)))
 
