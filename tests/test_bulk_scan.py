@@ -17,6 +17,7 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from kafkalog_tools import codecs
@@ -25,7 +26,7 @@ from kafkalog_tools.formats import legacy
 from kafkalog_tools.native import bulk_scan, loader
 from kafkalog_tools.native import cache as kernel_cache
 from kafkalog_tools.formats.record_batch import ATTR_LOG_APPEND_TIME, build_batch, build_record, parse_batch, skim_records
-from kafkalog_tools.formats.segment import MAGIC_OFFSET, SegmentFile
+from kafkalog_tools.formats.segment import MAGIC_OFFSET, BadEntry, SegmentFile
 from kafkalog_tools.recovery import ProducerState, SegmentRecovery, recover_segment
 from kafkalog_tools.verify import Verification
 from tests.conftest import GOLDEN, REAL, ROOT, need
@@ -309,6 +310,75 @@ def test_rows_apart_outline_equals_numpy():
 
 def golden_v2_logs() -> list[Path]:
     return sorted(p for p in need(GOLDEN / "logs").rglob("*.log") if p.stat().st_size)
+
+
+def test_crc_pairs_equal_crc32c():
+    """`crc32c_pair`, two ranges side by side (the scan's small batches), against the crc32c package:
+    every length either side of a word, each range ending first, and empty ranges."""
+    from kafkalog_tools.native import kernels
+
+    rng = random.Random(5)
+    data = rng.randbytes(4000)
+    view = KERNEL.view(data)
+    lengths = [n + d for n in (0, 8, 16, 64, kernels.PAIRED_MAX) for d in (-9, -8, -1, 0, 1, 7, 8, 9)]
+    pairs = [(a, b) for a in lengths for b in lengths if a >= 0 and b >= 0]
+    pairs += [(rng.randrange(kernels.PAIRED_MAX), rng.randrange(kernels.PAIRED_MAX)) for _ in range(300)]
+    for a, b in pairs:
+        x, y = rng.randrange(len(data) - a + 1), rng.randrange(len(data) - b + 1)
+        assert kernels.crc32c_pair(view, x, x + a, y, y + b) == (crc32c(data[x:x + a]), crc32c(data[y:y + b])), (a, b)
+
+
+def _clean_v2_prefix(path: Path, start: int) -> tuple[int, int]:
+    """How many entries from `start` the scan must take (V2 batches with valid CRCs), and where the
+    first one it must not take starts (or the reading stopped: the end, or a batch past it)."""
+    with SegmentFile(path) as log:
+        taken = 0
+        for entry in log.entries(start):
+            if isinstance(entry, BadEntry) or entry.magic != 2 or not entry.crc_valid:
+                return taken, entry.position
+            taken += 1
+        return taken, log.stop_position
+
+
+def test_scan_checks_small_batches_in_pairs_and_stops_at_the_first_bad_one(tmp_path):
+    """The scan checks a small batch's CRC beside the next one's. A bad CRC, a size past the end or
+    garbage in either batch of a pair stops it at that batch, having taken the one before; a pair
+    started at any batch, cut by the range's limit or by the columns' capacity, reads as single ones."""
+    from kafkalog_tools.native import kernels
+
+    rng = random.Random(17)
+    for case in range(120):
+        batches = [build_batch(n, [build_record(0, 0, None, b"v" * rng.choice([0, 5, 60, 200, 330, 500]))
+                                   for _ in range(rng.randrange(0, 3))]) for n in range(rng.randrange(2, 14))]
+        assert any(len(b) - 12 <= kernels.PAIRED_MAX for b in batches)
+        data = bytearray(b"".join(batches))
+        starts = [sum(map(len, batches[:k])) for k in range(len(batches))]
+        victim = rng.randrange(len(batches))
+        damage = rng.choice(["crc", "byte", "cut", "size", "size", "none"])
+        if damage == "crc":
+            data[starts[victim] + 17] ^= 0x40
+        elif damage == "byte":
+            data[rng.randrange(starts[victim] + 21, starts[victim] + len(batches[victim]))] ^= 0x01
+        elif damage == "cut":
+            data = data[:rng.randrange(starts[victim] + 1, starts[victim] + len(batches[victim]))]
+        elif damage == "size":
+            size = rng.choice([-1, 0, 48, kernels.PAIRED_MAX + 1, len(data), 1 << 30])
+            data[starts[victim] + 8:starts[victim] + 12] = struct.pack(">i", size)
+        path = tmp_path / f"{case:020d}.log"
+        path.write_bytes(bytes(data))
+        view = KERNEL.view(bytes(data))
+        for start in [s for s in starts if s < len(data)][:4]:
+            taken, stop = _clean_v2_prefix(path, start)
+            for limit, capacity in ((len(data), 64), (len(data), 1 + rng.randrange(3)), (start + 1 + rng.randrange(400), 64)):
+                columns = np.empty((len(bulk_scan.COLUMNS), capacity), dtype=np.int64)
+                n, at = KERNEL.scan(view, start, min(limit, len(data)), len(data), rng.random() < 0.5, columns)
+                expected = [p for p in starts if p >= start][:taken]
+                if limit < len(data):
+                    expected = [p for p in expected if p < limit]
+                expected = expected[:capacity]
+                assert list(columns[bulk_scan.POSITION, :n]) == expected, (case, damage, victim, start, limit, capacity)
+                if len(expected) == taken and limit >= len(data) and capacity > taken:
+                    assert at == stop, (case, damage, victim, start)
 
 
 def test_kernel_columns_are_what_parse_batch_reads():

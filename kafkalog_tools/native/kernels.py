@@ -212,6 +212,38 @@ def crc32c_hardware(buf, start, end):
     return small ^ np.uint32(0xFFFFFFFF)
 
 
+@_inline
+def _crc32c_pair_hardware(buf, a, a_end, b, b_end):
+    """crc32c_hardware of two ranges at once, each too short for the three-lane loops: a range's
+    crc32 instructions wait on each other, two chains side by side keep the unit busy."""
+    x, y = np.uint64(0xFFFFFFFF), np.uint64(0xFFFFFFFF)
+    while a + 8 <= a_end and b + 8 <= b_end:
+        x = _crc_u64(x, _word_at(buf, a))
+        y = _crc_u64(y, _word_at(buf, b))
+        a += 8
+        b += 8
+    while a + 8 <= a_end:
+        x = _crc_u64(x, _word_at(buf, a))
+        a += 8
+    while b + 8 <= b_end:
+        y = _crc_u64(y, _word_at(buf, b))
+        b += 8
+    small_x, small_y = np.uint32(x), np.uint32(y)
+    while a < a_end:
+        small_x = _crc_u8(small_x, buf[a])
+        a += 1
+    while b < b_end:
+        small_y = _crc_u8(small_y, buf[b])
+        b += 1
+    return small_x ^ np.uint32(0xFFFFFFFF), small_y ^ np.uint32(0xFFFFFFFF)
+
+
+PAIRED_MAX = 3 * _LANES[-1]
+"""`scan` checks two batches' CRCs at once where both size fields are at most this, below which
+crc32c_hardware runs one chain (a 256 MiB KRaft segment, 80-byte batches: 0.08-0.12 -> 0.07-0.11 s
+shallow, best of 8 in alternation)."""
+
+
 @_jit
 def _sliced(table, buf, start, end):
     crc = np.uint32(0xFFFFFFFF)
@@ -301,6 +333,14 @@ crc32 = crc32_folding if CARRYLESS_MULTIPLY else crc32_software
 
 
 crc32c = crc32c_hardware if HARDWARE_CRC else crc32c_software
+
+
+@_inline
+def _crc32c_pair_software(buf, a, a_end, b, b_end):
+    return crc32c_software(buf, a, a_end), crc32c_software(buf, b, b_end)
+
+
+crc32c_pair = _crc32c_pair_hardware if HARDWARE_CRC else _crc32c_pair_software
 
 
 @_jit
@@ -469,6 +509,17 @@ def plain_marker(buf, pos, batch_end, attributes, count, last_delta, base_timest
     return control_type if control_type <= 1 else NOT_A_MARKER
 
 
+@_inline
+def _pairable_size(buf, at, end):
+    """The size field of the batch at `at`, where `scan` may check its CRC beside the previous
+    batch's: the batch lies whole before `end` and is at most PAIRED_MAX; else 0. (Its magic and
+    the rest of its header are checked in its own turn, before its CRC is used.)"""
+    if at >= end - 17:
+        return 0
+    size = _signed(_be(buf, at + _LENGTH_AT, 4), 32)
+    return size if _HEADER_SIZE - _OVERHEAD <= size <= min(PAIRED_MAX, end - _OVERHEAD - at) else 0
+
+
 @_jit
 def scan(buf, start, limit, end, deep, columns):
     """Clean V2 batches from `start`, while they start before `limit` and fit before `end`, into
@@ -477,12 +528,23 @@ def scan(buf, start, limit, end, deep, columns):
     capacity = columns.shape[1]
     pos = start
     n = 0
+    paired_at, paired_crc = np.int64(-1), np.uint32(0)  # the next batch's CRC, computed beside this one's
     while pos < limit and n < capacity and pos < end - 17:
         size = _signed(_be(buf, pos + _LENGTH_AT, 4), 32)
         if size < _HEADER_SIZE - _OVERHEAD or pos > end - _OVERHEAD - size or buf[pos + _MAGIC_AT] != 2:
             break
         batch_end = pos + _OVERHEAD + size
-        if crc32c(buf, pos + _ATTRIBUTES_AT, batch_end) != _be(buf, pos + _CRC_AT, 4):
+        if pos == paired_at:
+            crc = paired_crc
+        else:
+            next_size = _pairable_size(buf, batch_end, end) if size <= PAIRED_MAX else 0
+            if next_size:
+                crc, paired_crc = crc32c_pair(buf, pos + _ATTRIBUTES_AT, batch_end, batch_end + _ATTRIBUTES_AT,
+                                              batch_end + _OVERHEAD + next_size)
+                paired_at = batch_end
+            else:
+                crc = crc32c(buf, pos + _ATTRIBUTES_AT, batch_end)
+        if crc != _be(buf, pos + _CRC_AT, 4):
             break
         attributes = np.int64(buf[pos + _ATTRIBUTES_AT + 1])  # (byte) of the int16, as Kafka reads it
         last_delta = _signed(_be(buf, pos + _DELTA_AT, 4), 32)
