@@ -202,6 +202,13 @@ def crc32c_hardware(buf, start, end):
     crc, i = np.uint64(0xFFFFFFFF), start
     for k in range(len(_LANE_SIZES)):
         crc, i = _three_lanes(buf, i, end, crc, _LANE_SIZES[k], _SHIFTS[k])
+    return _chain_tail(buf, crc, i, end)
+
+
+@_inline
+def _chain_tail(buf, crc, i, end):
+    """The finished CRC-32C of a raw state `crc` fed buf[i:end] on one chain: eight bytes at a
+    time, then one."""
     while i + 8 <= end:
         crc = _crc_u64(crc, _word_at(buf, i))
         i += 8
@@ -222,20 +229,7 @@ def _crc32c_pair_hardware(buf, a, a_end, b, b_end):
         y = _crc_u64(y, _word_at(buf, b))
         a += 8
         b += 8
-    while a + 8 <= a_end:
-        x = _crc_u64(x, _word_at(buf, a))
-        a += 8
-    while b + 8 <= b_end:
-        y = _crc_u64(y, _word_at(buf, b))
-        b += 8
-    small_x, small_y = np.uint32(x), np.uint32(y)
-    while a < a_end:
-        small_x = _crc_u8(small_x, buf[a])
-        a += 1
-    while b < b_end:
-        small_y = _crc_u8(small_y, buf[b])
-        b += 1
-    return small_x ^ np.uint32(0xFFFFFFFF), small_y ^ np.uint32(0xFFFFFFFF)
+    return _chain_tail(buf, x, a, a_end), _chain_tail(buf, y, b, b_end)
 
 
 PAIRED_MAX = 3 * _LANES[-1]
