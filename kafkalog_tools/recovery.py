@@ -31,7 +31,7 @@ from .errors import CorruptDataError, DecompressionError, InputError, KafkaLogEr
 from .formats import checkpoint, offset_index, producer_snapshot, time_index, txn_index
 from .formats.index_file import read_index_bytes
 from .schema import derive_struct, struct_fields
-from .formats.batch import INT32_MAX, Batch, java_long
+from .formats.batch import INT32_MAX, Batch, java_int, java_long
 from .formats.control import NullControlFieldError
 from .formats.logdir import LOCAL, LocalFiles, LogDir, PartitionDir, Segment, classify, read_partition_dir
 from .native import bulk_scan
@@ -470,7 +470,7 @@ class ProducerState:
         self._check_sequence(batch, status)
         status.set_epoch(batch.producer_epoch)
         status.last_sequence, status.last_offset = batch.last_sequence, batch.last_offset
-        status.offset_delta = batch.last_offset - batch.base_offset
+        status.offset_delta = java_int(batch.last_offset - batch.base_offset)  # Kafka's (int) of the long difference
         status.last_timestamp = batch.max_timestamp
         if status.current_txn_first_offset is not None and not batch.is_transactional:
             raise ProducerStateError(

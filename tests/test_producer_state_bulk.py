@@ -22,7 +22,7 @@ import pytest
 from kafkalog_tools import codecs
 from kafkalog_tools.formats import producer_snapshot, txn_index
 from kafkalog_tools.formats.control import CONTROL_KEY, END_TXN_MARKER
-from kafkalog_tools.formats.record_batch import ATTR_CONTROL, ATTR_TRANSACTIONAL, build_batch, build_record
+from kafkalog_tools.formats.record_batch import ATTR_CONTROL, ATTR_TRANSACTIONAL, build_batch, build_record, parse_batch
 from kafkalog_tools.native import bulk_scan
 from kafkalog_tools.recovery import ProducerState, ProducerStatus, Rebuild, RebuildOptions
 from kafkalog_tools.verify.partition import _SegmentReplay
@@ -297,6 +297,30 @@ def test_apply_over_the_bulk_table_and_saved_states_restore():
     assert state.producers[7].last_offset == 3
     state.restore(saved)  # a saved state restores again, unchanged by what moved after a restore
     assert {pid: (s.last_sequence, s.last_offset) for pid, s in state.producers.items()} == {7: (0, 0)}
+
+
+def test_a_batch_whose_last_offset_wraps_leaves_kafkas_offset_delta(monkeypatch, tmp_path):
+    """A base offset near Long.MAX whose last offset wraps (a flipped bit: the CRC does not cover the
+    base offset): Kafka's producer state keeps `(int) (lastOffset - firstOffset)` as the offset delta.
+    The per-batch path kept Python's unwrapped difference, which the bulk path's int64 producer table
+    could not hold: verify crashed when a bulk run of producers followed (mutation fuzzer, seed 3202)."""
+    def batch(offset: int, producer: int, sequence: int) -> bytes:
+        return build_batch(offset, [build_record(i, i, b"k", b"v") for i in range(4)],
+                           base_timestamp=1_700_000_000_000, max_timestamp=1_700_000_000_003, producer_id=producer,
+                           producer_epoch=0, base_sequence=sequence, partition_leader_epoch=0)
+
+    wrapping = batch((1 << 63) - 1, 8, 0)
+    state = ProducerState()
+    state.apply(parse_batch(wrapping, 0, "wrapping.log", 1 << 20))
+    status = state.producers[8]
+    assert (status.last_offset, status.offset_delta) == (-(1 << 63) + 2, 3)
+    partition = tmp_path / "wrapping-0"
+    partition.mkdir()
+    later = [batch(4 * i, 7 + i % 2, 4 * (i // 2) + 4 * (i % 2)) for i in range(1, 400)]
+    (partition / f"{0:020d}.log").write_bytes(b"".join([batch(0, 7, 0), wrapping, *later]))
+    for deep in (True, False):
+        findings = verify_both_ways(monkeypatch, [str(partition)], deep)
+        assert "offset-overflow" in {finding["code"] for finding in findings}
 
 
 def test_the_bench_production_segment_verifies_clean_both_ways(monkeypatch, tmp_path):
