@@ -541,7 +541,7 @@ class _SegmentView:
     # -- the .log ------------------------------------------------------------------------------
 
     def batch_starts_at(self, position: int) -> bool:
-        if position >= self.log.file_size:
+        if not 0 <= position < self.log.file_size:  # (an index entry's position may be any int32)
             return False
         entry = next(self.log.entries(position), None)
         return isinstance(entry, Batch) and entry.crc_valid

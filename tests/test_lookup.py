@@ -217,6 +217,19 @@ def test_an_offset_index_entry_before_the_start_of_the_log(mixed, keep, slot):
     assert warned(answers, f"00000000000000000424.index is broken (entry {slot} points at byte -")
 
 
+def test_a_timestamp_lookup_past_an_active_index_entry_before_the_start_of_the_log(mixed):
+    """The active segment's largest timestamp scans the batches after its offset index's last entry,
+    which a lookup by timestamp alone reads through a probe of the index (not the whole index): a
+    negative position there (a flipped top bit) was read from, a traceback (mutation fuzzer, seed
+    3202). The probe's entry is not where a batch starts: the scan starts where the table says."""
+    rewrite_offset_index(mixed, 1839, lambda e: e.__setitem__(-1, (e[-1][0], e[-1][1] - (1 << 31))))
+    expected = Expected("golden-v2-mixed-0", mixed)
+    for target in expected.timestamps_to_ask():
+        with PartitionReader(mixed) as reader:
+            answer = reader.lookup(Query(TIMESTAMP, target))
+        assert answered(answer) == expected.by_timestamp(target), f"timestamp {target}: {answer.reason}"
+
+
 def test_a_time_index_out_of_order_and_one_with_a_zero_tail(mixed):
     path = mixed / "00000000000000001323.timeindex"
     data = path.read_bytes()
