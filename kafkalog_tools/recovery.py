@@ -778,6 +778,8 @@ def recover_segment(segment: SegmentFile, producer_state: ProducerState,
         result.failure = exc
         return result
     finally:
+        if bulk is not None:
+            bulk.close()
         if on_progress is not None:
             on_progress(segment.file_size - walk.reported)
     if result.invalid is None and result.valid_bytes < segment.file_size:
@@ -986,6 +988,10 @@ class _RecoveryInBulk:
     @property
     def then_one_by_one(self) -> int:
         return self.reader.then_one_by_one
+
+    def close(self) -> None:
+        self.columns = None
+        self.reader.close()
 
     def recover_from(self, position: int) -> int | None:
         """Recover what the kernel vouches for from `position`; return where the per-batch path

@@ -747,6 +747,42 @@ def test_runs_yield_what_calls_one_after_the_other_read(tmp_path, monkeypatch, o
     assert calls > 200
 
 
+def test_a_closed_readers_buffers_serve_the_next_reader_unless_something_holds_them(tmp_path, monkeypatch):
+    """`Reader.close` gives its two column buffers to the next reader made in this process (a new
+    buffer's pages are zeroed as the scan first writes them, every segment); a buffer something still
+    holds a view of is never handed out again, as the next reader would overwrite what it holds."""
+    import weakref
+
+    monkeypatch.setattr(bulk_scan, "_SPARE_COLUMNS", [])
+    rng = random.Random(29)
+    path = tmp_path / f"{0:020d}.log"
+    path.write_bytes(b"".join(generated_segment(rng, 1000 * i) for i in range(6)))
+
+    def runs_of(reader) -> list:
+        return [(columns[:, :n].copy(), after) for columns, n, after, _ in reader.runs(0, True)]
+
+    with SegmentFile(path) as log:
+        first = bulk_scan.Reader(log, 2048, 64)
+        expected = runs_of(first)
+        assert len(expected) > 3
+        buffers = [weakref.ref(first.columns), weakref.ref(first.other_columns)]
+        first.close()
+        second = bulk_scan.Reader(log, 2048, 64)
+        got = runs_of(second)
+        assert {id(second.columns), id(second.other_columns)} == {id(buffer()) for buffer in buffers}
+        assert len(got) == len(expected) and all((a == b).all() and x == y for (a, x), (b, y) in zip(got, expected))
+        held = second.columns[:, :5]  # a consumer that kept the run without `FactsRun.held`
+        kept = held.copy()
+        second.close()
+        third = bulk_scan.Reader(log, 2048, 64)
+        got = runs_of(third)
+        assert held.base is not third.columns and held.base is not third.other_columns
+        assert (held == kept).all()
+        assert len(got) == len(expected) and all((a == b).all() and x == y for (a, x), (b, y) in zip(got, expected))
+        third.close()
+    assert len(bulk_scan._SPARE_COLUMNS) == 2 and all(spare.base is None for spare in bulk_scan._SPARE_COLUMNS)
+
+
 def _next_v2(log, position: int) -> int:
     """The next position from which a V2 scan reads something, or the end."""
     while position < log.end and not KERNEL.scan(KERNEL.view(log.buffer), position, log.end, log.end, False,

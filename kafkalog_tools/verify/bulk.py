@@ -32,6 +32,9 @@ class BulkScan:
     def then_one_by_one(self) -> int:
         return self.reader.then_one_by_one
 
+    def close(self) -> None:
+        self.reader.close()
+
     def accept_from(self, position: int) -> int:
         """Accept what the kernel vouches for from `position`; return where it stopped."""
         scan, log, reader = self.scan, self.scan.log, self.reader

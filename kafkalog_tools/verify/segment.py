@@ -271,7 +271,7 @@ def check_range(segment: Segment, start: int, until: int | None, deep: bool = Tr
         # the ranges are put together, which reads on from here
         stop = scan.walk(start, until)
         stop = scan.stopped_short if scan.stopped_short is not None else log.end if stop is None else stop
-        scan.bulk = None  # its numpy view pins the map
+        scan.drop_bulk()
     last = report.batches[-1] if report.batches else None
     if type(last) is FactsRun:
         last = int((last.columns[BASE_OFFSET, -1:] + last.columns[LAST_OFFSET_DELTA, -1:])[0])  # (wraps as a run's do)
@@ -367,9 +367,15 @@ class LogScan:
             position = self._walk_from(position)
         return position
 
+    def drop_bulk(self) -> None:
+        """Done with the bulk scan: its numpy view pins the map, its buffers serve the next segment."""
+        if self.bulk is not None:
+            self.bulk.close()
+            self.bulk = None
+
     def finish(self) -> None:
         """After the last walk: the damage found, and the first batch's offset against the name."""
-        self.bulk = None  # its numpy view pins the map
+        self.drop_bulk()
         after = (RANK_AFTER, self.counts.batches)  # found after every batch, as one pass finds them
         findings = self.report.log_findings
         for damage in self.damage:
