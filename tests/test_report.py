@@ -20,7 +20,8 @@ from kafkalog_tools import retention
 from kafkalog_tools.cli import main
 from kafkalog_tools.formats.record_batch import build_batch, build_record
 from kafkalog_tools.report import collect, render, verification
-from kafkalog_tools.report.collect import MARKS, TIMELINE_POINTS
+from kafkalog_tools.report.collect import MARKS, TIMELINE_POINTS, Timeline
+from kafkalog_tools.verify import BatchFacts, FactsRun
 
 MIXED = "golden-v2-mixed-0"
 T0 = 1_700_000_000_000
@@ -312,3 +313,22 @@ def test_damage_drawn_where_it_is(browser, golden, corrupted, tmp_path, capsys, 
     assert abs(mark["x"] - min(expected_x, box["x"] + box["width"] - expected_width)) <= 1.0
     assert abs(mark["width"] - expected_width) <= 1.0
     page.screenshot(path=str(tmp_path / f"{which}.png"), full_page=True)
+
+
+def test_a_producers_first_offset_is_its_first_batchs_however_the_batches_come():
+    """A producer whose first batch has a negative base offset (Long.MIN: a flipped bit) and whose
+    next batch comes in another run of the scan: its first offset stays the first batch's. It was
+    taken for "none yet" and overwritten, so the report said 701 where the per-batch path said
+    Long.MIN (mutation fuzzer --differential, seed 3203)."""
+    def facts(position: int, base: int, last: int) -> BatchFacts:
+        return BatchFacts("p.log", position, 80, base, last, 2, 0, 4001, 0, 0, 0, False, False, 1_700_000_000_000,
+                          None)
+
+    first, second = facts(0, -(1 << 63), -(1 << 63)), facts(80, 701, 703)
+    one_chunk, two_chunks = Timeline(), Timeline()
+    for batch in (first, second):
+        one_chunk.add(batch)
+    two_chunks.add(first)
+    two_chunks.add(FactsRun("p.log", FactsRun.row_of(second)))
+    assert one_chunk.finish().producers == two_chunks.finish().producers
+    assert (two_chunks.producers[4001].first_offset, two_chunks.producers[4001].last_offset) == (-(1 << 63), 703)

@@ -52,7 +52,8 @@ class Producer:
     batches: int = 0
     transactional: int = 0
     control: int = 0
-    first_offset: int = -1
+    first_offset: int | None = None
+    """Of its first batch (a hostile one may be negative: -1 cannot stand for none)."""
     last_offset: int = -1
 
 
@@ -107,7 +108,10 @@ class Timeline:
             return
         before = np.empty(n, dtype=np.int64)  # each batch's predecessor's last offset
         before[1:] = last[:-1]
-        before[0] = base[0] - 1 if self._last_offset is None else self._last_offset
+        if self._last_offset is None:
+            before[:1] = base[:1] - 1  # (wraps as an array does, where a scalar at Long.MIN would warn)
+        else:
+            before[0] = self._last_offset
         gap = np.flatnonzero(base > before + 1)
         if len(gap):
             self.gaps.add(np.stack([before[gap] + 1, base[gap] - 1, max_ts[gap]], axis=1))
@@ -165,7 +169,7 @@ class Timeline:
             state.batches += hi - lo
             state.transactional += int(transactional[mine].sum())
             state.control += int(control[mine].sum())
-            if state.first_offset < 0:
+            if state.first_offset is None:
                 state.first_offset = int(base[mine[0]])
             state.last_offset = int(last[mine[-1]])
 
