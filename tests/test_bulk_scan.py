@@ -753,7 +753,7 @@ def test_a_closed_readers_buffers_serve_the_next_reader_unless_something_holds_t
     holds a view of is never handed out again, as the next reader would overwrite what it holds."""
     import weakref
 
-    monkeypatch.setattr(bulk_scan, "_SPARE_COLUMNS", [])
+    monkeypatch.setattr(bulk_scan, "_SPARE_COLUMNS", bulk_scan.Spares(keep=2))
     rng = random.Random(29)
     path = tmp_path / f"{0:020d}.log"
     path.write_bytes(b"".join(generated_segment(rng, 1000 * i) for i in range(6)))
@@ -780,7 +780,8 @@ def test_a_closed_readers_buffers_serve_the_next_reader_unless_something_holds_t
         assert (held == kept).all()
         assert len(got) == len(expected) and all((a == b).all() and x == y for (a, x), (b, y) in zip(got, expected))
         third.close()
-    assert len(bulk_scan._SPARE_COLUMNS) == 2 and all(spare.base is None for spare in bulk_scan._SPARE_COLUMNS)
+    spares = bulk_scan._SPARE_COLUMNS.arrays
+    assert len(spares) == 2 and all(spare.base is None for spare in spares)
 
 
 def _next_v2(log, position: int) -> int:

@@ -30,6 +30,7 @@ from ..formats import legacy
 from ..formats.batch import ControlRecord, Record
 from ..formats.control import CONTROL_TYPES
 from ..formats.record_batch import HEADER_SIZE, LOG_OVERHEAD
+from ..spares import Spares
 from .columns import *  # noqa: F403 - the layout is part of the scan's interface: callers index columns through it
 from .columns import FIELD_AT, spread
 
@@ -164,7 +165,7 @@ class Reader:
         self.step = step or self.STEP
         self.kernel = kernel()
         self.view = self.kernel.view(segment.buffer)
-        self.columns = _spare_or_new_columns(self.kernel, rows or self.ROWS)
+        self.columns = self._spare_or_new_columns(rows or self.ROWS)
         self.prefetch = self.kernel.prefetch(segment.buffer, SCANNING_PROCESSES)
         self.on_thread = usable_cpus() > SCANNING_PROCESSES
         """Whether `runs` scans the next range on the scan thread (see SCANNING_PROCESSES)."""
@@ -206,7 +207,7 @@ class Reader:
         yielded columns hold until the caller asks for the next."""
         self.settle()
         if self.other_columns is None:
-            self.other_columns = _spare_or_new_columns(self.kernel, self.columns.shape[1])
+            self.other_columns = self._spare_or_new_columns(self.columns.shape[1])
         buffers = (self.columns, self.other_columns)
         end, buffer = self.segment.end, self.segment.buffer
         turn = 0
@@ -263,28 +264,18 @@ class Reader:
         self.settle()
         columns, other = self.columns, self.other_columns
         self.columns = self.other_columns = None
-        _give_back(columns)
-        _give_back(other)
+        _SPARE_COLUMNS.give(columns)
+        _SPARE_COLUMNS.give(other)
+
+    def _spare_or_new_columns(self, rows: int):
+        width = spread(rows)
+        spare = _SPARE_COLUMNS.take(lambda columns: columns.shape[1] == width)
+        return self.kernel.columns(rows) if spare is None else spare
 
 
-_SPARE_COLUMNS: list = []
-"""Column buffers of readers closed in this process, not yet taken again (two at most: a reader's
-pair). A new buffer costs the kernel zeroing its pages as the scan first writes them, ~4 ms for
-65,536 rows here (numpy puts arrays of 4 MiB and more on huge pages): 8 ms a segment, every segment."""
-
-
-def _spare_or_new_columns(loaded, rows: int):
-    try:
-        spare = _SPARE_COLUMNS.pop()  # (one call: another thread may take it between a check and a pop)
-    except IndexError:
-        spare = None
-    return spare if spare is not None and spare.shape[1] == spread(rows) else loaded.columns(rows)
-
-
-def _give_back(columns) -> None:
-    # (held by the caller's name, this one's and getrefcount's own: anything more is a view or a keeper)
-    if columns is not None and sys.getrefcount(columns) == 3 and len(_SPARE_COLUMNS) < 2:
-        _SPARE_COLUMNS.append(columns)
+_SPARE_COLUMNS = Spares(keep=2)
+"""Column buffers of readers closed in this process (a reader's pair): a new one of 65,536 rows
+costs ~4 ms of page zeroing before the scan writes a row, twice a segment."""
 
 
 @functools.cache

@@ -3,7 +3,6 @@ the scan found (`BatchTable`), and the transaction index on its own."""
 from __future__ import annotations
 
 import bisect
-import sys
 from array import array
 from pathlib import Path
 from typing import Callable, Iterable, Iterator, NamedTuple
@@ -16,6 +15,7 @@ from ..formats.offset_index import OffsetIndex
 from ..formats.segment import SegmentFile
 from ..formats.time_index import TimeIndex
 from ..formats.txn_index import ENTRY as TXN_ENTRY, TransactionIndex
+from ..spares import Spares
 from .findings import ERROR, INFO, WARNING, Finding, from_error
 
 
@@ -226,11 +226,9 @@ class BatchTable:
             return self.block
         capacity = max(self.room, self.count + n) if self.block is None else max(2 * self.block.shape[1],
                                                                                   self.count + n)
-        try:
-            spare = _SPARE_BLOCKS.pop()  # (one call: another thread may take it between a check and a pop)
-        except IndexError:
-            spare = None
-        block = spare if spare is not None and spare.shape[1] >= capacity else np.empty((4, capacity), dtype=np.int64)
+        block = _SPARE_BLOCKS.take(lambda spare: spare.shape[1] >= capacity)
+        if block is None:
+            block = np.empty((4, capacity), dtype=np.int64)
         for index in range(4):
             block[index, :self.count] = np.asarray(self._column(index))
         self.block, self.rows = block, None
@@ -241,8 +239,7 @@ class BatchTable:
         something still holds it or a view of it (the table is empty from here)."""
         block = self.block
         self.__init__(self.keep_rows)
-        if block is not None and sys.getrefcount(block) == 2 and not _SPARE_BLOCKS:  # (this name, the call's)
-            _SPARE_BLOCKS.append(block)
+        _SPARE_BLOCKS.give(block)
 
     def __getstate__(self) -> dict:
         """Sent to another process (a range read apart) without the room it has not used."""
@@ -285,8 +282,8 @@ def _prefix_max(max_timestamps, before: int, out) -> int:
     return int(out[-1])
 
 
-_SPARE_BLOCKS: list = []
-"""At most one `BatchTable` block, released and not yet taken again."""
+_SPARE_BLOCKS = Spares(keep=1)
+"""A `BatchTable` block, released and not yet taken again."""
 
 
 def index_path(segment: Segment, suffix: str) -> str:
