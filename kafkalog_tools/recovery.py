@@ -1046,9 +1046,10 @@ class _RecoveryInBulk:
         columns = self.columns[:, start:stop]
         plan = state.plan_run(columns, last[start:stop])
         saved = state.saved() if plan.apart else None
-        taken, aborted = self._replay_apart(plan.apart, start, stop, last)
+        replayed, aborted = self._replay_apart(plan.apart, start, stop, last)
+        taken = self._before_disordered_abort(aborted, plan.apart, start, replayed)
         stopped = self._index(start, taken)
-        if stopped < taken and plan.apart:  # the kernel stopped first: `take` replays from there
+        if stopped < replayed and plan.apart:  # stopped first: `take` replays from there
             state.restore(saved)
             _, aborted = self._replay_apart([row for row in plan.apart if start + row < stopped], start, stop, last)
         state.commit_run(plan, columns, last[start:stop], stopped - start)
@@ -1056,6 +1057,25 @@ class _RecoveryInBulk:
         if stopped > start:
             self.walk.result.map_end_offset = int(last[stopped - 1]) + 1
         return stopped
+
+    def _before_disordered_abort(self, aborted: list[AbortedTxn], rows: list[int], start: int, replayed: int) -> int:
+        """Where the run must stop so that `take` meets the ABORT marker whose transaction
+        `add_aborted` would refuse (its last offset not above the one before: Kafka throws at that
+        marker, its bytes counted valid): at the first replayed control batch with that offset, at
+        or before the marker (the per-batch path redoes the rest), else `replayed`."""
+        before = self.walk.result.aborted_txns[-1].last_offset if self.walk.result.aborted_txns else None
+        for txn in aborted:
+            if before is not None and txn.last_offset <= before:
+                columns = self.columns
+                for row in rows:
+                    if start + row >= replayed:
+                        break
+                    if (columns[bulk_scan.ATTRIBUTES, start + row] & ATTR_CONTROL
+                            and columns[bulk_scan.BASE_OFFSET, start + row] == txn.last_offset):
+                        return start + row
+                return start
+            before = txn.last_offset
+        return replayed
 
     def _replay_apart(self, rows: list[int], start: int, stop: int, last) -> tuple[int, list[AbortedTxn]]:
         """`apply` on these rows of the run start..stop-1 (counted from `start`), in order, up to

@@ -323,6 +323,31 @@ def test_a_batch_whose_last_offset_wraps_leaves_kafkas_offset_delta(monkeypatch,
         assert "offset-overflow" in {finding["code"] for finding in findings}
 
 
+def test_recovery_fails_at_the_abort_going_back_however_the_batches_come(monkeypatch, tmp_path):
+    """Producer 7 aborts at offset 5, then producer 8's marker at offset 3 aborts its transaction:
+    TransactionIndex.append throws at that marker, its bytes counted valid. The bulk path learnt
+    of it after the whole run, so it said no position and counted the batches after the marker
+    valid too (mutation fuzzer --differential, seed 3204, cases 1995 and 7265)."""
+    def ids(producer: int) -> dict:
+        return dict(producer_id=producer, producer_epoch=0, base_timestamp=1_700_000_000_000,
+                    max_timestamp=1_700_000_000_000)
+
+    def data(offset: int, producer: int) -> bytes:
+        return build_batch(offset, [build_record(0, 0, b"k", b"v")], attributes=ATTR_TRANSACTIONAL, base_sequence=0,
+                           **ids(producer))
+
+    def abort(offset: int, producer: int) -> bytes:
+        return build_batch(offset, [_marker(0, 1)], attributes=ATTR_TRANSACTIONAL | ATTR_CONTROL, **ids(producer))
+
+    batches = [data(0, 7), data(1, 8), abort(5, 7), abort(3, 8)]
+    log = tmp_path / f"{0:020d}.log"
+    log.write_bytes(b"".join(batches + [data(6 + i, 9 + i) for i in range(40)]))
+    recovered = recover_both_ways(monkeypatch, log, 4096)
+    _, says = recovered.failure
+    assert "must increase sequentially, but 3 is not greater than current last offset 5" in says
+    assert (recovered.batches, recovered.valid_bytes) == (4, sum(map(len, batches)))
+
+
 def test_the_bench_production_segment_verifies_clean_both_ways(monkeypatch, tmp_path):
     """bench/run.py's `prod` variant, small: the same recovery both ways, and with the indexes it
     writes (the transaction index among them), no finding on either path."""
