@@ -89,3 +89,26 @@ def test_run_checks_equal_batch_by_batch(shape):
         fast += bool((last >= base).all() and (base[1:] > last[:-1]).all())
     if shape == "increasing":
         assert fast == 400
+
+
+def test_a_run_ending_on_a_negative_delta_leaves_the_largest_last_offset(monkeypatch, tmp_path):
+    """After a run whose last batch's delta is below 0 (its last offset below the one before it), the
+    partition's last offset stays the largest, as `_replay` keeps it batch by batch: the next
+    segment's batch at or below it is out of order, and the log end offset follows the largest. The
+    run path took its last row's, so it saw neither (mutation fuzzer --differential, seed 3205, case
+    7318: "past the log end offset 73" batch by batch, 72 in bulk)."""
+    from kafkalog_tools.formats.record_batch import build_batch, build_record
+    from tests.test_bulk_scan import verify_both_ways
+
+    def batch(offset: int, delta: int | None = None) -> bytes:
+        return build_batch(offset, [build_record(0, 0, b"k", b"v")], last_offset_delta=delta,
+                           base_timestamp=1_700_000_000_000, max_timestamp=1_700_000_000_000)
+
+    partition = tmp_path / "t-0"
+    partition.mkdir()
+    (partition / f"{0:020d}.log").write_bytes(b"".join([batch(i) for i in range(10)] + [batch(12, -5)]))
+    (partition / f"{8:020d}.log").write_bytes(batch(9))
+    (partition / "leader-epoch-checkpoint").write_text("0\n1\n0 100\n")
+    findings = verify_both_ways(monkeypatch, [str(partition)], deep=False)
+    assert [f["position"] for f in findings if f["code"] == "offset-not-increasing"] == [0]
+    assert any("past the log end offset 10:" in f["message"] for f in findings), findings

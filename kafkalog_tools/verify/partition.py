@@ -14,7 +14,7 @@ from ..formats.batch import Batch
 from ..formats.logdir import PartitionDir, Segment
 from ..formats.txn_index import AbortedTxn, AbortedTxns
 from ..native.columns import (BASE_OFFSET, LAST_OFFSET_DELTA, LEADER_EPOCH, PRODUCER_ID, RO_ASCENDING, RO_EPOCH_CHANGES,
-                              RO_EPOCHS_RISE, RO_LARGEST_PRODUCER)
+                              RO_EPOCHS_RISE, RO_LARGEST_LAST, RO_LARGEST_PRODUCER)
 from ..payloads.versions import newer_versions
 from ..recovery import ProducerState, ProducerStateError, starting_producer_state
 from .findings import (ERROR, INFO, RANK_EPOCH, RANK_ORDER, RANK_PRODUCER, WARNING, Finding, Summary, from_error,
@@ -419,8 +419,10 @@ class _SegmentReplay:
         if _has_producers(run):
             self._move_producers(run, last)
         check.epochs.extend(new_epochs)
-        if check.last_offset is None or int(last[-1]) > check.last_offset:
-            check.last_offset = int(last[-1])
+        # the largest, as `_replay` keeps it: a last row whose delta is below 0 may end the run lower
+        largest = int(last.max()) if run.outline is None else run.outline[RO_LARGEST_LAST]
+        if check.last_offset is None or largest > check.last_offset:
+            check.last_offset = largest
         if not self.count:
             self.first_base_offset = int(base[0])
         self.count += len(base)
