@@ -251,6 +251,7 @@ def _read_segments(loaded: LoadedLog, open_files: ExitStack) -> list[_Segment]:
     for held in loaded.segments:
         batches, unreadable = [], None
         log = open_files.enter_context(SegmentFile(held.path, max_bytes=held.end))
+        log.path = loaded.kafka_path(by_base[held.base_offset])  # (a split's piece: named where Kafka puts it)
         for entry in log.entries():
             if isinstance(entry, BadEntry):  # (a bad CRC alone: the cleaner does not check CRCs)
                 unreadable = f"{log.path}: byte {entry.position}: unreadable batch"

@@ -263,3 +263,23 @@ def test_compaction_simulate_writes_the_pieces_as_the_split_leaves_them(tmp_path
                        "00000000007000000000.log": original[560:630],
                        "00000000007000000001.log": _batch(7_000_000_001, timestamp=T0 + 20)}
     assert (partition / "00000000000000000000.log").read_bytes() == original
+
+
+def test_what_the_cleaner_meets_in_a_piece_names_the_piece_where_kafka_puts_it(tmp_path):
+    """A batch of the piece at 3,000,000,000 whose records' offsets fall (deltas 2, 1, 0), its last
+    record's key written again later: Kafka's cleaner throws rebuilding it of the two it keeps. The
+    message named the piece's copy in our scratch directory, a path that differs from run to run
+    (mutation fuzzer --differential, seed 3205, case 8482); it names the piece as the loader leaves
+    it, in the partition's directory."""
+    partition = tmp_path / "logs" / "t-0"
+    falling = build_batch(3_000_000_001, [build_record(2 - n, 0, key, b"v") for n, key in enumerate((b"a", b"b", b"c"))],
+                          last_offset_delta=2, base_timestamp=T0 + 11, max_timestamp=T0 + 11)
+    again = build_batch(3_000_000_004, [build_record(0, 0, b"c", b"v")], base_timestamp=T0 + 11, max_timestamp=T0 + 11)
+    _segment(partition, 0, b"".join(_batch(n, timestamp=T0 + n) for n in range(5))
+             + _batch(3_000_000_000, timestamp=T0 + 10) + falling + again + _batch(7_000_000_000, timestamp=T0 + 12))
+    _segment(partition, 7_000_000_001, _batch(7_000_000_001, timestamp=T0 + 20))
+    result = CliRunner().invoke(cli, ["compaction", "--format", "json", "--now", str(T0 + 10**6),
+                                      "--min-cleanable-ratio", "0", str(partition)])
+    summary = next(line for line in map(json.loads, result.stdout.splitlines()) if line["type"] == "compaction_summary")
+    assert summary["would_clean_because"].startswith(f"{partition / '00000000003000000000.log'}: byte 70: "
+                                                     "IllegalArgumentException rebuilding the batch"), summary
