@@ -251,7 +251,7 @@ def _read_segments(loaded: LoadedLog, open_files: ExitStack) -> list[_Segment]:
     for held in loaded.segments:
         batches, unreadable = [], None
         log = open_files.enter_context(SegmentFile(held.path, max_bytes=held.end))
-        log.path = loaded.kafka_path(by_base[held.base_offset])  # (a split's piece: named where Kafka puts it)
+        log.path = loaded.kafka_path(held.path)  # (a split's piece: named where Kafka puts it)
         for entry in log.entries():
             if isinstance(entry, BadEntry):  # (a bad CRC alone: the cleaner does not check CRCs)
                 unreadable = f"{log.path}: byte {entry.position}: unreadable batch"
@@ -297,7 +297,7 @@ def _load(partition: PartitionDir, segments: list[Segment], report: CompactionRe
                             "empty at the log end, so the cleaner keeps no producer's last batch")
     for recovery in loaded.recovered.values():
         if recovery.truncated_bytes:
-            report.notes.append(f"{recovery.log_path}: Kafka's loader recovers it and cuts it to "
+            report.notes.append(f"{loaded.kafka_path(recovery.log_path)}: Kafka's loader recovers it and cuts it to "
                                 f"{recovery.valid_bytes} bytes")
     report.notes.extend(loaded.splits)
     if loaded.deleted:
@@ -885,7 +885,7 @@ def _summaries(read: list[_Segment], report: CompactionReport, loaded: LoadedLog
             section = "dirty"
         else:
             section = "uncleanable"
-        report.segments.append(SegmentSummary(base, loaded.kafka_path(seg.segment), seg.size, section,
+        report.segments.append(SegmentSummary(base, loaded.kafka_path(seg.segment.log), seg.size, section,
                                               group=group_of.get(base),
                                               loaded_from=loaded.pieces.get(str(seg.segment.log))))
     by_base = {s.base_offset: s for s in report.segments}

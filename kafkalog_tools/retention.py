@@ -131,12 +131,12 @@ class LoadedLog:
             return self.first_unstable
         return high_watermark
 
-    def kafka_path(self, segment: Segment) -> str:
-        """The .log of a segment as Kafka's loader leaves it: a piece of a split is named after its
-        base offset in the partition's directory."""
-        if str(segment.log) in self.pieces:
-            return str(self.directory / segment.log.name)
-        return str(segment.log)
+    def kafka_path(self, log: str | os.PathLike) -> str:
+        """A segment's .log as Kafka's loader leaves it: a piece of a split is named after its base
+        offset in the partition's directory."""
+        if os.fspath(log) in self.pieces:
+            return str(self.directory / Path(log).name)
+        return os.fspath(log)
 
 
 def loader_recovery_point(partition: PartitionDir, shutdown: str, problems: list[str], notes: list[str],
@@ -553,12 +553,12 @@ def analyze_partition(partition: PartitionDir, settings: RetentionSettings | Non
             why = ("no .index: " if segment.index is None else
                    "a .txnindex entry ends below its base offset: " if recovery_point is None else "")
             if why or recovered.truncated_bytes:
-                report.notes.append(f"{loaded.kafka_path(segment)}: {why}Kafka's loader recovers the segment"
+                report.notes.append(f"{loaded.kafka_path(segment.log)}: {why}Kafka's loader recovers the segment"
                                     + (f", cutting it to {size} bytes" if recovered.truncated_bytes else ""))
         else:
             size, (largest, source) = _size(segment.log), largest_timestamp(segment)
         snapshot = snapshots.get(segment.base_offset)
-        report.segments.append(SegmentVerdict(segment.base_offset, loaded.kafka_path(segment), size,
+        report.segments.append(SegmentVerdict(segment.base_offset, loaded.kafka_path(segment.log), size,
                                               largest, source, upper, snapshot=str(snapshot) if snapshot else None))
     report.size = sum(s.size for s in report.segments)
     if loaded.deleted:

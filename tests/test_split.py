@@ -272,8 +272,8 @@ def test_what_the_cleaner_meets_in_a_piece_names_the_piece_where_kafka_puts_it(t
     (mutation fuzzer --differential, seed 3205, case 8482); it names the piece as the loader leaves
     it, in the partition's directory."""
     partition = tmp_path / "logs" / "t-0"
-    falling = build_batch(3_000_000_001, [build_record(2 - n, 0, key, b"v") for n, key in enumerate((b"a", b"b", b"c"))],
-                          last_offset_delta=2, base_timestamp=T0 + 11, max_timestamp=T0 + 11)
+    records = [build_record(2 - n, 0, key, b"v") for n, key in enumerate((b"a", b"b", b"c"))]
+    falling = build_batch(3_000_000_001, records, last_offset_delta=2, base_timestamp=T0 + 11, max_timestamp=T0 + 11)
     again = build_batch(3_000_000_004, [build_record(0, 0, b"c", b"v")], base_timestamp=T0 + 11, max_timestamp=T0 + 11)
     _segment(partition, 0, b"".join(_batch(n, timestamp=T0 + n) for n in range(5))
              + _batch(3_000_000_000, timestamp=T0 + 10) + falling + again + _batch(7_000_000_000, timestamp=T0 + 12))
@@ -283,3 +283,20 @@ def test_what_the_cleaner_meets_in_a_piece_names_the_piece_where_kafka_puts_it(t
     summary = next(line for line in map(json.loads, result.stdout.splitlines()) if line["type"] == "compaction_summary")
     assert summary["would_clean_because"].startswith(f"{partition / '00000000003000000000.log'}: byte 70: "
                                                      "IllegalArgumentException rebuilding the batch"), summary
+
+
+def test_a_piece_the_loader_cuts_is_named_where_kafka_puts_it(tmp_path):
+    """After an unclean shutdown the loader recovers the pieces of a split: the one at 3,000,000,000
+    is cut after its first batch (the next one's CRC is wrong). Compaction's note named our scratch
+    copy of the piece; retention's named it as the loader leaves it, and now both do."""
+    partition = tmp_path / "logs" / "t-0"
+    corrupt = bytearray(_batch(3_000_000_001))
+    corrupt[-1] ^= 1
+    _segment(partition, 0, _batch(0) + _batch(3_000_000_000) + bytes(corrupt) + _batch(7_000_000_000))
+    _segment(partition, 7_000_000_001, _batch(7_000_000_001, timestamp=T0 + 20))
+    for command in ("compaction", "retention"):
+        result = CliRunner().invoke(cli, [command, "--format", "json", "--now", str(T0 + 10**6), "--shutdown", "unclean",
+                                          str(partition)])
+        summary = next(line for line in map(json.loads, result.stdout.splitlines()) if line["type"].endswith("summary"))
+        cut = [note for note in summary["notes"] if "cut" in note and "Kafka's loader recovers" in note]
+        assert len(cut) == 1 and cut[0].startswith(f"{partition / '00000000003000000000.log'}: "), (command, summary)
