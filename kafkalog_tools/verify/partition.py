@@ -77,9 +77,11 @@ class PartitionCheck:
                               f"the segment starts at offset {first}, not after the previous "
                               f"segment's last offset {previous_last}", {"previous_last_offset": previous_last})
             previous_last = replay.last_offset
-        last = self.segments[-1]
         self.facts.first_segment_offset = self.partition.segments[0].base_offset
-        self.facts.log_end_offset = max(last.base_offset, (self.last_offset + 1) if self.last_offset is not None else 0)
+        # where Kafka's loader ends the log, LogSegment.readNextOffset of the last segment: its last
+        # batch's next offset (not the largest offset's: a last delta below 0 ends lower), else its base offset
+        last_batch = replay.last_offset
+        self.facts.log_end_offset = self.segments[-1].base_offset if last_batch is None else last_batch + 1
         if self.whole:
             yield from self._finish_snapshots()
             yield from self._check_leader_epoch_checkpoint()
