@@ -744,13 +744,22 @@ class SegmentRecovery:
         """TransactionIndex.append: each aborted transaction's last offset above the one before, else
         an IllegalArgumentException that recovery does not catch (found by the differential run:
         a batch repeated later in the log, seed 1648123951, case 11)."""
-        for txn in txns:
-            if self.aborted_txns and txn.last_offset <= self.aborted_txns[-1].last_offset:
-                raise ProducerStateError(
-                    "IllegalArgumentException appending to the transaction index: the last offset of appended "
-                    f"transactions must increase sequentially, but {txn.last_offset} is not greater than current "
-                    f"last offset {self.aborted_txns[-1].last_offset}", path=path, position=position)
-            self.aborted_txns.append(txn)
+        refused = self.first_refused(txns)
+        self.aborted_txns.extend(txns[:refused])
+        if refused is not None:
+            raise ProducerStateError(
+                "IllegalArgumentException appending to the transaction index: the last offset of appended "
+                f"transactions must increase sequentially, but {txns[refused].last_offset} is not greater than "
+                f"current last offset {self.aborted_txns[-1].last_offset}", path=path, position=position)
+
+    def first_refused(self, txns: list[AbortedTxn]) -> int | None:
+        """Which of `txns`, appended after those so far, TransactionIndex.append would refuse first."""
+        before = self.aborted_txns[-1].last_offset if self.aborted_txns else None
+        for at, txn in enumerate(txns):
+            if before is not None and txn.last_offset <= before:
+                return at
+            before = txn.last_offset
+        return None
 
 
 def recover_segment(segment: SegmentFile, producer_state: ProducerState,
@@ -1047,7 +1056,9 @@ class _RecoveryInBulk:
         plan = state.plan_run(columns, last[start:stop])
         saved = state.saved() if plan.apart else None
         replayed, aborted = self._replay_apart(plan.apart, start, stop, last)
-        taken = self._before_disordered_abort(aborted, plan.apart, start, replayed)
+        refused = self.walk.result.first_refused(aborted)
+        taken = replayed if refused is None else self._marker_row(aborted[refused].last_offset, plan.apart, start,
+                                                                   replayed)
         stopped = self._index(start, taken)
         if stopped < replayed and plan.apart:  # stopped first: `take` replays from there
             state.restore(saved)
@@ -1058,24 +1069,16 @@ class _RecoveryInBulk:
             self.walk.result.map_end_offset = int(last[stopped - 1]) + 1
         return stopped
 
-    def _before_disordered_abort(self, aborted: list[AbortedTxn], rows: list[int], start: int, replayed: int) -> int:
-        """Where the run must stop so that `take` meets the ABORT marker whose transaction
-        `add_aborted` would refuse (its last offset not above the one before: Kafka throws at that
-        marker, its bytes counted valid): at the first replayed control batch with that offset, at
-        or before the marker (the per-batch path redoes the rest), else `replayed`."""
-        before = self.walk.result.aborted_txns[-1].last_offset if self.walk.result.aborted_txns else None
-        for txn in aborted:
-            if before is not None and txn.last_offset <= before:
-                columns = self.columns
-                for row in rows:
-                    if start + row >= replayed:
-                        break
-                    if (columns[bulk_scan.ATTRIBUTES, start + row] & ATTR_CONTROL
-                            and columns[bulk_scan.BASE_OFFSET, start + row] == txn.last_offset):
-                        return start + row
-                return start
-            before = txn.last_offset
-        return replayed
+    def _marker_row(self, offset: int, rows: list[int], start: int, replayed: int) -> int:
+        """Where the run stops so that `take` meets the ABORT marker at `offset` whose transaction
+        `add_aborted` would refuse (Kafka throws at that marker, its bytes counted valid): the first
+        replayed control batch at that offset, at or before the marker (the per-batch path redoes the
+        rest)."""
+        columns = self.columns
+        markers = (start + row for row in rows if start + row < replayed
+                   and columns[bulk_scan.ATTRIBUTES, start + row] & ATTR_CONTROL
+                   and columns[bulk_scan.BASE_OFFSET, start + row] == offset)
+        return next(markers, start)
 
     def _replay_apart(self, rows: list[int], start: int, stop: int, last) -> tuple[int, list[AbortedTxn]]:
         """`apply` on these rows of the run start..stop-1 (counted from `start`), in order, up to
@@ -1092,7 +1095,7 @@ class _RecoveryInBulk:
         if not rows:
             return stop, []
         raised, aborted, _ = state.replay_rows(self.columns[:, start:stop], last[start:stop], rows, one)
-        return (stop if raised is None else start + raised), aborted
+        return (stop if raised is None else start + raised), list(aborted)
 
     def _index(self, start: int, stop: int) -> int:
         """The kernel's index appends for rows start..stop-1; returns the row it stopped at."""
