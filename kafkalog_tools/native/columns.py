@@ -4,6 +4,7 @@ formats it lays out, so the kernels, their loader and the scan all build on it.
 
 - `COLUMNS`: a V2 batch header's fields, as `bulk_scan` reads them (verify, rebuild-index, dump).
 - `RECOVERY_STATE`: rebuild-index's state carried from call to call (`recovery_index`).
+- `STRETCH_FIELDS`: what verify's scan of a big segment says of the batches it folded (`scan_outlined`).
 - `RECORD_COLUMNS`, `HEADER_COLUMNS`, `LEGACY_RECORD_COLUMNS`, `RUN_BATCH_FIELDS`: dump's records,
   headers and batches decoded into columns (`decode_each`, `decode_legacy_each`).
 - `TEXT_PIECES`, `DUMPLOG_PIECES`: the constant texts the two renderers write lines with.
@@ -51,6 +52,17 @@ the largest last offset (base + delta, wrapping as numpy's int64 does) and produ
 leader epoch is >= 0 and none falls, and how many rows start another one."""
 (RO_COMPRESSED, RO_BYTES, RO_RECORDS, RO_LARGEST_LAST, RO_LARGEST_PRODUCER, RO_ASCENDING, RO_EPOCHS_RISE,
  RO_EPOCH_CHANGES) = range(len(OUTLINE_FIELDS))
+
+
+STRETCH_FIELDS = ("folded", "kept", "in_order", "largest_timestamp", "first_base", "first_position", "first_last",
+                  "epoch", "last_last", "records", "bytes", "after", "stopped")
+"""What `kernels.scan_outlined` says of a call: how many batches it folded into a stretch without
+keeping their columns, and the rows of them it kept for the index checks; whether those were in
+order (`keep_asked`) and the largest max timestamp after them; the stretch's first base offset,
+position and last offset, its one leader epoch, its last last offset, records and bytes; where the
+next entry starts, and 1 where the call stopped before an entry it cannot vouch for."""
+(S_FOLDED, S_KEPT, S_IN_ORDER, S_LARGEST_TIMESTAMP, S_FIRST_BASE, S_FIRST_POSITION, S_FIRST_LAST, S_EPOCH, S_LAST_LAST,
+ S_RECORDS, S_BYTES, S_AFTER, S_STOPPED) = range(len(STRETCH_FIELDS))
 
 
 def _field_offsets() -> dict[str, int]:

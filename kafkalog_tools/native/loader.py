@@ -22,7 +22,7 @@ from . import cache, elf_object
 from .columns import (ABORTED_FIELDS, B_MAGIC, CAPACITY, COLUMNS, DUMPLOG_TEXTS, HEADER_COLUMNS, INFLATE_STATE,
                       LEGACY_RECORD_COLUMNS, ONGOING_FIELDS, OUTLINE_FIELDS, PLAN_FIELDS, PRODUCER_FIELDS,
                       RECORD_COLUMNS, RECOVERY_STATE, RENDER_BATCH, RENDER_RECORD, RENDER_STATE, REPLAY_FIELDS,
-                      REPLAY_ONGOING, REPLAY_STATE, RP_PRODUCER, RUN_BATCH_FIELDS, TEXTS, spread)
+                      REPLAY_ONGOING, REPLAY_STATE, RP_PRODUCER, RUN_BATCH_FIELDS, STRETCH_FIELDS, TEXTS, spread)
 
 _ENTRY_PREFIX = "kafkalog_"
 
@@ -133,6 +133,9 @@ def _libc():
 _I64, _POINTER = ctypes.c_int64, ctypes.c_void_p
 _SIGNATURES = {  # kernels.ENTRIES, in their argument order
     "scan": (_POINTER, _I64, _I64, _I64, _I64, _I64, _POINTER, _I64, _POINTER),
+    "scan_outlined": (_POINTER, _I64, _I64, _I64, _I64, _I64, _I64, _I64, _I64, _POINTER, _I64, _POINTER, _I64,
+                      _POINTER, _I64, _POINTER, _I64, _I64, _POINTER, _I64, _I64, _POINTER, _POINTER, _POINTER,
+                      _POINTER, _POINTER),
     "scan_legacy": (_POINTER, _I64, _I64, _I64, _I64, _I64, _POINTER, _I64, _POINTER),
     "agree_each": (_POINTER, _I64, _POINTER, _POINTER, _I64, _POINTER, _I64),
     "rows_apart": (_POINTER, _I64, _I64, _I64, _I64, _I64, _POINTER, _POINTER),
@@ -218,6 +221,25 @@ class NativeKernel:
     def scan(self, view, start: int, limit: int, end: int, deep: bool, columns) -> tuple[int, int]:
         """kernels.scan: (batches read into `columns`, where the next entry starts)."""
         return self._scan("scan", view, start, limit, end, int(deep), columns)
+
+    def scan_outlined(self, view, start: int, limit: int, end: int, deep: bool, lowest: int, highest: int, columns,
+                      queries, largest: int, block, at: int, chunk: int) -> tuple[int, list[int]]:
+        """kernels.scan_outlined, `chunk` batches at a time: (the rows it left in `columns`, what it
+        says of the call: a list indexed by `S_*`). `block` needs room for a chunk at `at`, or it
+        folds none."""
+        if not (0 <= start and end <= view.size and 0 <= at <= block.shape[1] and 1 <= chunk <= columns.shape[1]):
+            raise ValueError(f"bulk kernel: scan_outlined of {start}..{end} in {view.size} bytes, rows at {at} of "
+                             f"{block.shape}, chunks of {chunk} in {columns.shape[1]} columns")
+        rows, lasts = np.empty(chunk, dtype=np.int64), np.empty(chunk, dtype=np.int64)
+        outline, out = np.empty(len(OUTLINE_FIELDS), dtype=np.int64), np.empty(len(STRETCH_FIELDS), dtype=np.int64)
+        kept_out = np.empty(2, dtype=np.int64)
+        n = self._call("scan_outlined", _address(view, np.uint8), view.size, int(start), int(limit), int(end),
+                       int(deep), int(lowest), int(highest), int(chunk),
+                       _address(columns, np.int64, len(COLUMNS), True), columns.shape[1],
+                       *(argument for asked in queries for argument in (_address(asked, np.int64), asked.size)),
+                       int(largest), _address(block, np.int64, 4, True), block.shape[1], int(at), rows.ctypes.data,
+                       lasts.ctypes.data, outline.ctypes.data, kept_out.ctypes.data, out.ctypes.data)
+        return n, out.tolist()
 
     def scan_legacy(self, view, start: int, limit: int, end: int, floor: int, columns) -> tuple[int, int]:
         """kernels.scan_legacy: (messages read into `columns`, where the next entry starts)."""

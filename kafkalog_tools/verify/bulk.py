@@ -9,7 +9,8 @@ from ..formats.record_batch import ATTR_CODEC, ATTR_CONTROL, HEADER_SIZE, parse_
 from ..formats.segment import MAGIC_OFFSET
 from ..native import bulk_scan
 from ..native.columns import (ATTRIBUTES, BASE_OFFSET, LAST_OFFSET_DELTA, MARKER, MAX_TIMESTAMP, NOT_A_MARKER, POSITION,
-                              RECORDS_COUNT, RO_COMPRESSED, SIZE, spread)
+                              RECORDS_COUNT, RO_COMPRESSED, S_AFTER, S_BYTES, S_FIRST_POSITION, S_FOLDED, S_STOPPED,
+                              SIZE, spread)
 
 
 class BulkScan:
@@ -46,6 +47,9 @@ class BulkScan:
             magic = log.buffer[position + MAGIC_OFFSET] if position + MAGIC_OFFSET < log.end else 2
             if magic < 2 and scan.range_start and not scan.deep:
                 break  # the wrappers' base offsets need the batches before the range: the per-batch path stops
+            if magic >= 2 and self.outlines:
+                position, stopped = self._accept_outlined(position, lowest, highest)
+                continue
             if magic >= 2:
                 for columns, n, position, stopped in reader.runs(position, scan.deep):
                     if n:
@@ -63,6 +67,34 @@ class BulkScan:
                 reader.release_before(position)
         reader.read_anything(position != start)
         return position
+
+    @property
+    def outlines(self) -> bool:
+        """Whether V2 batches go through `kernels.scan_outlined`: where the consumer takes stretches
+        (`LogScan.outlines`) and the batch table keeps only the rows the index checks reach."""
+        return self.scan.outlines and self.scan.table.queries is not None
+
+    def _accept_outlined(self, position: int, lowest: int, highest: int) -> tuple[int, bool]:
+        """`reader.runs`' calls, through `scan_outlined`: each call's stretch, then the columns it
+        left, until a call stops, the range ends or the next entry is not magic 2. Returns where
+        the next entry starts and whether the last call stopped."""
+        scan, reader, table = self.scan, self.reader, self.scan.table
+        buffer, end = scan.log.buffer, min(scan.log.end, scan.until)
+        while True:
+            block = table.room_for(reader.CHUNK)
+            n, said = reader.outlined(position, scan.deep, lowest, highest, table.queries, table.max_timestamp, block,
+                                      table.count)
+            if said[S_FOLDED]:
+                start, rows, deep = said[S_FIRST_POSITION], said[S_FOLDED], scan.deep
+                stop = start + said[S_BYTES]
+                scan.accept_stretch(said, lambda: reader.rescan(start, stop, rows, deep))
+            if n:
+                self._accept(reader.columns, n, lowest, highest, 2)
+            position = said[S_AFTER]
+            reader.release_before(position)
+            if said[S_STOPPED] or position >= end or position + MAGIC_OFFSET >= scan.log.end \
+                    or buffer[position + MAGIC_OFFSET] < 2:
+                return position, bool(said[S_STOPPED])
 
     def _accept(self, columns, n: int, lowest: int, highest: int, magic: int) -> None:
         """The first `n` rows of `columns` (whole rows: the kernels read them)."""

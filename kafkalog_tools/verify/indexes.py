@@ -180,6 +180,22 @@ class BatchTable:
             np.take(column, rows, out=block[index, at:at + kept])
         self.count += kept
 
+    def room_for(self, n: int):
+        """The block, with room for `n` more rows after `count` (for `kernels.scan_outlined`)."""
+        return self._grown(n)
+
+    def add_stretch(self, count: int, kept: int, in_order: bool, first_base_offset: int, first_position: int,
+                    first_last_offset: int, end: int, max_timestamp: int) -> None:
+        """`extend` for a stretch of `count` batches folded by `kernels.scan_outlined`, which wrote
+        the `kept` rows of them the queries reach after `self.count` in the block."""
+        if not self.count:
+            self.first_base_offset = first_base_offset
+        self.end = end
+        self._follow(first_position, first_last_offset, in_order)
+        self.left_out = self.left_out or kept < count
+        self.count += kept
+        self.max_timestamp = max_timestamp
+
     def _rows_asked(self, positions, last_offsets):
         """The rows of a run `queries` can reach, in order: its first and last, and for each query
         within its span the row a search lands on and the row before that. (`kernels.keep_asked`

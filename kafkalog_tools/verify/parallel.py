@@ -160,7 +160,7 @@ def _work(jobs: list[PartitionJob], deep: bool, claims, owners, number: int, res
 
 
 def _check_segment(segment: Segment, is_active: bool, on_batch, deep: bool, live: bool):
-    return check_segment(segment, is_active, deep, None, on_batch, live)
+    return check_segment(segment, is_active, deep, None, on_batch, live, outlines=True)
 
 
 def _sendable(exc: BaseException) -> BaseException:

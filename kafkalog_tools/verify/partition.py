@@ -20,7 +20,8 @@ from ..recovery import ProducerState, ProducerStateError, starting_producer_stat
 from .findings import (ERROR, INFO, RANK_EPOCH, RANK_ORDER, RANK_PRODUCER, WARNING, Finding, Summary, from_error,
                        position_key)
 from .indexes import index_path
-from .segment import TRUNCATE_HINT, BatchConsumer, BatchFacts, FactsRun, RangeReport, SegmentReport, check_segment
+from .segment import (TRUNCATE_HINT, BatchConsumer, BatchFacts, FactsRun, RangeReport, SegmentReport, Stretch,
+                      check_segment)
 
 
 @dataclass
@@ -341,9 +342,10 @@ class _SegmentReplay:
     def batch(self, facts: "BatchFacts | FactsRun") -> None:
         """Short runs of V2 batches, and the batches read one by one between them (transaction
         markers, mostly), are gathered and replayed as one run: a run costs the same for 30 batches
-        as for 10,000. `finish` replays what is gathered."""
+        as for 10,000. `finish` replays what is gathered. (A stretch costs nothing however short:
+        it is not gathered, which would read its batches again.)"""
         if type(facts) is FactsRun:
-            if facts.magic >= 2 and facts.columns.shape[1] < (
+            if facts.magic >= 2 and facts.stretch is None and len(facts) < (
                     self.ALONE_WITH_PRODUCERS if _has_producers(facts) else self.ALONE):
                 self._gather(facts.path, facts.columns, None)
                 return
@@ -395,6 +397,8 @@ class _SegmentReplay:
         anomaly to report) replayed one by one, the other producers' last batches put at once."""
         import numpy as np
 
+        if run.stretch is not None and self._stretch(run.stretch):
+            return
         check = self.check
         columns = run.columns
         base = columns[BASE_OFFSET]
@@ -429,6 +433,28 @@ class _SegmentReplay:
             self.first_base_offset = int(base[0])
         self.count += len(base)
         self.last_offset = int(last[-1])
+
+    def _stretch(self, stretch: Stretch) -> bool:
+        """`_run` of a stretch, from what the scan says of it, where that is all `_run` would read:
+        it follows the offsets before, its epoch does not fall, and no snapshot is compared in it.
+        False where `_run` must read its rows."""
+        check = self.check
+        if check.pending_snapshots and check.pending_snapshots[0][0] <= stretch.last_offset:
+            return False
+        if check.last_offset is not None and stretch.first_base_offset <= check.last_offset:
+            return False  # offset-not-increasing
+        previous_epoch = check.epochs[-1][0] if check.epochs else -1
+        if stretch.epoch < previous_epoch:
+            return False  # leader-epoch-decreased
+        if stretch.epoch > previous_epoch:
+            check.epochs.append((stretch.epoch, stretch.first_base_offset, check.last_offset))
+        if check.last_offset is None or stretch.last_offset > check.last_offset:
+            check.last_offset = stretch.last_offset
+        if not self.count:
+            self.first_base_offset = stretch.first_base_offset
+        self.count += stretch.count
+        self.last_offset = stretch.last_offset
+        return True
 
     def _move_producers(self, run: "FactsRun", last) -> None:
         """The producer state after a run whose offsets and epochs `_run` found in order."""

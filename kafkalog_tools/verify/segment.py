@@ -20,8 +20,11 @@ from ..formats.segment import LOG_OVERHEAD, MAGIC_OFFSET, BadEntry, SegmentFile,
 from ..formats.segment import all_zero as _all_zero, next_non_zero as _next_non_zero
 from ..native import bulk_scan
 from ..native.columns import (ATTRIBUTES, BASE_OFFSET, BASE_SEQUENCE, BASE_TIMESTAMP, COORDINATOR_EPOCH,
-                              LAST_OFFSET_DELTA, LEADER_EPOCH, MARKER, MAX_TIMESTAMP, NOT_A_MARKER, POSITION,
-                              PRODUCER_EPOCH, PRODUCER_ID, RECORDS_COUNT, RO_BYTES, RO_LARGEST_LAST, RO_RECORDS, SIZE)
+                              LAST_OFFSET_DELTA, LEADER_EPOCH, MARKER, MAX_TIMESTAMP, NOT_A_MARKER, OUTLINE_FIELDS,
+                              POSITION, PRODUCER_EPOCH, PRODUCER_ID, RECORDS_COUNT, RO_ASCENDING, RO_BYTES,
+                              RO_EPOCHS_RISE, RO_LARGEST_LAST, RO_LARGEST_PRODUCER, RO_RECORDS, S_BYTES, S_EPOCH,
+                              S_FIRST_BASE, S_FIRST_LAST, S_FIRST_POSITION, S_FOLDED, S_IN_ORDER, S_KEPT,
+                              S_LARGEST_TIMESTAMP, S_LAST_LAST, S_RECORDS, SIZE)
 from ..recovery import RecoveryDrops, marker_records, recovery_drops
 from .bulk import BulkScan
 from .findings import (ERROR, INFO, RANK_AFTER, RANK_BASE_OFFSET, RANK_BOUNDS, RANK_RECORDS, WARNING, Finding,
@@ -80,18 +83,33 @@ class BatchFacts(NamedTuple):
         return self.marker or []
 
 
+class Stretch(NamedTuple):
+    """Batches `kernels.scan_outlined` folded without keeping their columns: V2, clean, no producer
+    id, no control batch, offsets ascending, one leader epoch (>= 0)."""
+
+    count: int
+    first_base_offset: int
+    last_offset: int
+    """Of its last batch, the largest (its offsets ascend)."""
+    epoch: int
+
+
 class FactsRun:
     """The facts of consecutive clean batches of one magic, as stage 1's bulk scan read them:
     columns (`bulk_scan.COLUMNS`) rather than one `BatchFacts` each. The only control batches among
     them are transaction markers the kernel read (`MARKER`) or rows `given`.
 
     Handed to a `BatchConsumer`, the columns are the scan's own buffer, which its next range
-    overwrites: a consumer that keeps the run keeps `held()`."""
+    overwrites: a consumer that keeps the run keeps `held()`. A run that is a `stretch` has no
+    columns until they are asked for: then `rescan` reads its batches again (during the call)."""
 
     def __init__(self, path: str, columns, magic: int = 2, given: dict[int, BatchFacts] | None = None,
-                 outline: list[int] | None = None, last=None):
+                 outline: list[int] | None = None, last=None, stretch: Stretch | None = None,
+                 rescan: Callable[[], object] | None = None):
         self.path = path
-        self.columns = columns
+        self._columns = columns
+        self.stretch = stretch
+        self._rescan = rescan
         self.magic = magic
         self.given = given or {}
         """Rows that stand for a batch read one by one (a transaction marker): its own facts."""
@@ -99,6 +117,15 @@ class FactsRun:
         """What `kernels.rows_apart` learnt of exactly these rows (`OUTLINE_FIELDS`), or None."""
         self.last = last
         """Their last offsets (numpy), where the scan computed them already, or None."""
+
+    @property
+    def columns(self):
+        if self._columns is None:
+            self._columns = self._rescan()
+        return self._columns
+
+    def __len__(self) -> int:
+        return self.stretch.count if self._columns is None else self._columns.shape[1]
 
     @property
     def last_offsets(self):
@@ -214,13 +241,14 @@ BatchConsumer = Callable[[BatchFacts | FactsRun], None]
 
 def check_segment(segment: Segment, is_active: bool, deep: bool = True,
                   on_progress: ProgressCallback | None = None, on_batch: BatchConsumer | None = None,
-                  live: bool = False, ranges: list[RangeReport] | None = None) -> SegmentReport:
+                  live: bool = False, ranges: list[RangeReport] | None = None,
+                  outlines: bool = False) -> SegmentReport:
     """Stage 1: everything a segment's own files say (batches, CRCs, records, damage, offset and
     time indexes). Needs nothing from other segments, so it runs wherever the files can be read.
     Each intact batch's facts go to `on_batch` as they are read, or without one into the report.
     `live`: a broker may be appending to the active segment (`broker.BrokerState.live`).
     `ranges`: the segment's byte ranges walked apart (`check_range`), put together as one walk
-    reads the segment (`LogScan.walk_ranges`)."""
+    reads the segment (`LogScan.walk_ranges`). `outlines`: `on_batch` takes stretches (`LogScan`)."""
     report = SegmentReport(str(segment.log), Summary(records=0 if deep else None))
     try:
         log = SegmentFile(segment.log)
@@ -233,7 +261,7 @@ def check_segment(segment: Segment, is_active: bool, deep: bool = True,
         report.counts.log_bytes += log.file_size
         # (live: a broker may append index entries after the scan has read the queries)
         scan = LogScan(log, segment, deep, report, on_progress, on_batch or functools.partial(_keep, report.batches),
-                       every_row=live)
+                       every_row=live, outlines=outlines and on_batch is not None)
         scan.is_active, scan.live = is_active, live
         if ranges:
             scan.walk_ranges(ranges)
@@ -321,10 +349,13 @@ class LogScan:
     """Walk a segment as Kafka's reader does, check every batch, and step over damage."""
 
     def __init__(self, log: SegmentFile, segment: Segment, deep: bool, report: SegmentReport,
-                 on_progress: ProgressCallback | None, on_batch: BatchConsumer, every_row: bool = False):
-        """`every_row`: the batch table keeps every batch's row (see `BatchTable`)."""
+                 on_progress: ProgressCallback | None, on_batch: BatchConsumer, every_row: bool = False,
+                 outlines: bool = False):
+        """`every_row`: the batch table keeps every batch's row (see `BatchTable`). `outlines`:
+        `on_batch` takes runs that are stretches and reads their columns only where it must."""
         self.log = log
         self.on_batch = on_batch
+        self.outlines = outlines
         self.segment = segment
         self.deep = deep
         self.report = report
@@ -628,6 +659,33 @@ class LogScan:
             if end - self.reported >= PROGRESS_STEP:
                 self.on_progress(end - self.reported)
                 self.reported = end
+
+    def accept_stretch(self, said: list[int], rescan: Callable[[], object]) -> None:
+        """`accept_clean` for a stretch `kernels.scan_outlined` folded (`said`: what it says of the
+        call, indexed by `S_*`; `rescan`: its columns, read again)."""
+        counts, folded, size = self.counts, said[S_FOLDED], said[S_BYTES]
+        if self.deep:
+            counts.records += said[S_RECORDS]
+        stretch = Stretch(folded, said[S_FIRST_BASE], said[S_LAST_LAST], said[S_EPOCH])
+        outline = [0] * len(OUTLINE_FIELDS)
+        outline[RO_BYTES], outline[RO_RECORDS], outline[RO_LARGEST_LAST] = size, said[S_RECORDS], said[S_LAST_LAST]
+        outline[RO_LARGEST_PRODUCER], outline[RO_ASCENDING], outline[RO_EPOCHS_RISE] = -1, 1, 1
+        self.on_batch(FactsRun(self.log.path, None, 2, outline=outline, stretch=stretch, rescan=rescan))
+        end = said[S_FIRST_POSITION] + size
+        self.table.add_stretch(folded, said[S_KEPT], bool(said[S_IN_ORDER]), said[S_FIRST_BASE],
+                               said[S_FIRST_POSITION], said[S_FIRST_LAST], end, said[S_LARGEST_TIMESTAMP])
+        if self.last_offset is None or stretch.last_offset > self.last_offset:
+            self.last_offset = stretch.last_offset
+        counts.batches += folded
+        counts.intact_bytes += size
+        if self.damage:
+            latest = self.damage[-1]
+            latest.intact_bytes += size
+            latest.intact_batches += folded
+            latest.offsets = [latest.offsets[0] if latest.offsets else stretch.first_base_offset, stretch.last_offset]
+        if self.on_progress is not None and end - self.reported >= PROGRESS_STEP:
+            self.on_progress(end - self.reported)
+            self.reported = end
 
     # -- resynchronisation -----------------------------------------------------------------------
 

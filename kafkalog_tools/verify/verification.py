@@ -161,7 +161,7 @@ class Verification:
 
     def _check_segment(self, segment: Segment, is_active: bool, on_batch: "BatchConsumer",
                        live: bool) -> "SegmentReport":
-        return check_segment(segment, is_active, self.deep, self.on_progress, on_batch, live)
+        return check_segment(segment, is_active, self.deep, self.on_progress, on_batch, live, outlines=True)
 
 
 def _watched(check_segment: SegmentChecker, watcher: BatchConsumer) -> SegmentChecker:
