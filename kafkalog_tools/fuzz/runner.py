@@ -13,7 +13,8 @@ the CLI's one-line "internal error" message. A run fails when:
 - output mentions a file that is reachable only through a symbolic link out of the tree;
 - (differential runs) the compiled bulk path and the per-batch path disagree: every command line
   runs twice, with KAFKALOG_BULK=never and =always, from the same files, and the exit code,
-  stdout, stderr and the files written must be the same.
+  stdout, stderr and the files written must be the same. In odd-numbered cases the compiled path
+  also reads every segment as it reads a big one (`_as_if_big`).
 
 The parent hands out case numbers, collects one JSON line per run and per case, and keeps going
 after a failure (a killed worker is replaced).
@@ -191,6 +192,7 @@ class Worker:
         from . import cases
 
         rng = random.Random(f"{self.run_seed}:{number}")
+        self.as_if_big = number % 2 == 1
         root = self.work_dir / f"case-{number}"
         case = cases.build_case(rng, number, self.seeds, self.synthesized, root)
         runs = []
@@ -222,16 +224,18 @@ class Worker:
                 shutil.rmtree(out_dir, ignore_errors=True)
                 if earlier.exists():
                     copy_tree(earlier, out_dir)
-            with _bulk_mode(mode):
+            big = self.as_if_big and mode != BULK_MODES[0]
+            with _bulk_mode(mode), (_as_if_big() if big else contextlib.nullcontext()):
                 result, seen[mode] = self._run_once(invocation, case, k, argv)
             if result.failure is not None:
-                result.detail = f"with {_bulk_variable()}={mode}: {result.detail}"
+                result.detail = f"with {_bulk_variable()}={mode}{AS_IF_BIG * big}: {result.detail}"
                 return result
         shutil.rmtree(earlier, ignore_errors=True)
         difference = first_difference(*(seen[mode] for mode in BULK_MODES))
         if difference is not None:
             result.failure = "bulk-differs"
-            result.detail = f"{_bulk_variable()}={BULK_MODES[0]} and ={BULK_MODES[1]} differ: {difference}"
+            result.detail = (f"{_bulk_variable()}={BULK_MODES[0]} and ={BULK_MODES[1]}{AS_IF_BIG * self.as_if_big} "
+                             f"differ: {difference}")
         return result
 
     def _with_clock(self, argv: list[str]) -> list[str]:
@@ -326,6 +330,25 @@ def _bulk_variable() -> str:
     from ..native.bulk_scan import MODE_VARIABLE
 
     return MODE_VARIABLE
+
+
+AS_IF_BIG = " (every segment read as a big one)"
+
+
+@contextlib.contextmanager
+def _as_if_big():
+    """The compiled path as it reads a big segment, at any size: batch tables that keep only the
+    rows the index checks reach, and verify's plain batches folded into stretches, three at a time,
+    in calls of 600 bytes (so that stretches start and end often)."""
+    from ..native import bulk_scan
+    from ..verify import segment
+
+    saved = segment.SPARSE_TABLE_ROWS, bulk_scan.Reader.CHUNK, bulk_scan.Reader.STEP
+    segment.SPARSE_TABLE_ROWS, bulk_scan.Reader.CHUNK, bulk_scan.Reader.STEP = 0, 3, 600
+    try:
+        yield
+    finally:
+        segment.SPARSE_TABLE_ROWS, bulk_scan.Reader.CHUNK, bulk_scan.Reader.STEP = saved
 
 
 @contextlib.contextmanager
