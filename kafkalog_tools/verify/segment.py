@@ -643,29 +643,16 @@ class LogScan:
             counts.records += int(columns[RECORDS_COUNT].sum()) if outline is None else outline[RO_RECORDS]
         self.on_batch(FactsRun(self.log.path, columns, magic, outline=outline, last=last))
         self.table.extend(positions, sizes, base, last, columns[MAX_TIMESTAMP])
-        largest = int(last.max()) if outline is None else outline[RO_LARGEST_LAST]
-        if self.last_offset is None or largest > self.last_offset:
-            self.last_offset = largest
-        counts.batches += len(positions)
-        size = int(sizes.sum()) if outline is None else outline[RO_BYTES]
-        counts.intact_bytes += size
-        if self.damage:
-            latest = self.damage[-1]
-            latest.intact_bytes += size
-            latest.intact_batches += len(positions)
-            latest.offsets = [latest.offsets[0] if latest.offsets else int(base[0]), int(last[-1])]
-        if self.on_progress is not None:
-            end = int(positions[-1] + sizes[-1])
-            if end - self.reported >= PROGRESS_STEP:
-                self.on_progress(end - self.reported)
-                self.reported = end
+        self._count_intact(len(positions), int(sizes.sum()) if outline is None else outline[RO_BYTES], int(base[0]),
+                           int(last[-1]), int(last.max()) if outline is None else outline[RO_LARGEST_LAST],
+                           int(positions[-1] + sizes[-1]))
 
     def accept_stretch(self, said: list[int], rescan: Callable[[], object]) -> None:
         """`accept_clean` for a stretch `kernels.scan_outlined` folded (`said`: what it says of the
         call, indexed by `S_*`; `rescan`: its columns, read again)."""
-        counts, folded, size = self.counts, said[S_FOLDED], said[S_BYTES]
+        folded, size = said[S_FOLDED], said[S_BYTES]
         if self.deep:
-            counts.records += said[S_RECORDS]
+            self.counts.records += said[S_RECORDS]
         stretch = Stretch(folded, said[S_FIRST_BASE], said[S_LAST_LAST], said[S_EPOCH])
         outline = [0] * len(OUTLINE_FIELDS)
         outline[RO_BYTES], outline[RO_RECORDS], outline[RO_LARGEST_LAST] = size, said[S_RECORDS], said[S_LAST_LAST]
@@ -674,15 +661,21 @@ class LogScan:
         end = said[S_FIRST_POSITION] + size
         self.table.add_stretch(folded, said[S_KEPT], bool(said[S_IN_ORDER]), said[S_FIRST_BASE],
                                said[S_FIRST_POSITION], said[S_FIRST_LAST], end, said[S_LARGEST_TIMESTAMP])
-        if self.last_offset is None or stretch.last_offset > self.last_offset:
-            self.last_offset = stretch.last_offset
-        counts.batches += folded
-        counts.intact_bytes += size
+        self._count_intact(folded, size, stretch.first_base_offset, stretch.last_offset, stretch.last_offset, end)
+
+    def _count_intact(self, batches: int, size: int, first_base: int, last: int, largest: int, end: int) -> None:
+        """What `accept_clean` and `accept_stretch` count of `batches` intact ones in a row: from
+        `first_base` to the last one's `last` offset, the largest last offset among them, and where
+        they end."""
+        if self.last_offset is None or largest > self.last_offset:
+            self.last_offset = largest
+        self.counts.batches += batches
+        self.counts.intact_bytes += size
         if self.damage:
             latest = self.damage[-1]
             latest.intact_bytes += size
-            latest.intact_batches += folded
-            latest.offsets = [latest.offsets[0] if latest.offsets else stretch.first_base_offset, stretch.last_offset]
+            latest.intact_batches += batches
+            latest.offsets = [latest.offsets[0] if latest.offsets else first_base, last]
         if self.on_progress is not None and end - self.reported >= PROGRESS_STEP:
             self.on_progress(end - self.reported)
             self.reported = end
