@@ -565,6 +565,46 @@ def test_checked_means_the_records_skim_and_agree_with_the_header():
     assert checked > 50 and refused > 50
 
 
+def _small_records(rng: random.Random, count: int) -> list[bytes]:
+    """Records as KRaft writes them (null key, a value of a few bytes, no header) and near misses:
+    a key, a header, a value of 64 bytes or more (a two-byte size), a null or empty value."""
+    records = []
+    for i in range(count):
+        roll = rng.random()
+        key = b"k" * rng.randrange(3) if roll < 0.1 else None
+        headers = [(b"h", b"v")] if 0.1 <= roll < 0.2 else []
+        value = None if roll > 0.95 else b"v" * (rng.randrange(60, 70) if roll > 0.85 else rng.randrange(30))
+        records.append(build_record(i, rng.choice([0, 1, 63, -64, 64, 5000]), key, value, headers))
+    return records
+
+
+def test_checked_small_records_are_what_the_records_skim_reads():
+    """`records_agree` reads a small null-key record from one word and its last byte: never a
+    batch the skim refuses, and every clean one it accepts."""
+    rng = random.Random(3)
+    checked = refused = 0
+    for _ in range(2000):
+        count = rng.randrange(0, 4)
+        records = _small_records(rng, count)
+        lie = rng.random() < 0.7
+        batch = build_batch(5, records, base_timestamp=100, max_timestamp=rng.choice([100, 101, 163, 5100]),
+                            last_offset_delta=max(0, count - 1) + (lie and rng.random() < 0.1))
+        if lie:
+            batch = _lie_in_records(batch, rng)
+        columns = KERNEL.columns(1)
+        n, _ = KERNEL.scan(KERNEL.view(batch), 0, len(batch), len(batch), True, columns)
+        reference = parse_batch(batch, 0, "generated")
+        skim = skim_records(reference)
+        agrees = skim is not None and (reference.count == 0 or skim[1] == reference.max_timestamp)
+        if n and columns[bulk_scan.CHECKED, 0]:
+            checked += 1
+            assert agrees
+        else:
+            refused += 1
+            assert not (agrees and not lie), "a clean batch of small records was not walked"
+    assert checked > 300 and refused > 300
+
+
 def _loaded(path: Path, mode: str = "auto", cache: Path | None = None) -> set[str]:
     """In a fresh process verifying `path`: which of the kernels, numba and llvmlite it loaded."""
     code = ("import sys; from kafkalog_tools.verify import Verification; list(Verification([sys.argv[1]])); "

@@ -438,16 +438,40 @@ def _zigzag(byte):
     return (value >> 1) ^ -(value & 1)
 
 
+_SMALL_RECORD_MASK = np.uint64(0x80_FF_80_80_00_80)
+_SMALL_RECORD_BITS = np.uint64(0x00_01_00_00_00_00)
+"""A record's first 6 bytes in a little-endian word, masked: length, timestamp delta, offset delta
+and value size one-byte varints (bit 7 clear), the key null (zigzag -1 is 0x01); the attributes
+(byte 1) are not read. A KRaft metadata record is such a record."""
+
+
 @_inline
 def records_agree(buf, start, end, count, last_delta, base_timestamp, max_timestamp, log_append_time):
     """`skim_records` over an uncompressed records section, then `_record_findings`' max-timestamp
     check: True only when both would pass. Stricter where convenient; never laxer. A varint of one
     byte (most of a small record's) is read here rather than by `_varint`: on a KRaft log's
-    one-record batches the calls were a third of the deep scan's time."""
+    one-record batches the calls were a third of the deep scan's time. A small record with a null
+    key and no header is read from one word and its last byte: walked field by field, each size
+    waited for the load before it (a sixth of the deep KRaft scan's samples)."""
     pos = start
     previous_delta = -1
     largest = _LONG_MIN
     for _ in range(count):
+        if pos <= end - 8:
+            word = _word_at(buf, pos)
+            if word & _SMALL_RECORD_MASK == _SMALL_RECORD_BITS:
+                length = _zigzag(word & 0xFF)
+                value_size = _zigzag((word >> 40) & 0xFF)
+                record_end = pos + 1 + length
+                offset_delta = _zigzag((word >> 24) & 0xFF)
+                if (record_end <= end and value_size >= -1 and length == 6 + max(value_size, 0)
+                        and _byte_at(buf, record_end - 1) == 0 and previous_delta < offset_delta <= last_delta):
+                    previous_delta = offset_delta
+                    timestamp_delta = _zigzag((word >> 16) & 0xFF)
+                    if timestamp_delta > largest:
+                        largest = timestamp_delta
+                    pos = record_end
+                    continue
         byte = _byte_at(buf, pos) if pos < end else 0x80
         if byte < 0x80:
             length, pos = _zigzag(byte), pos + 1
