@@ -63,6 +63,10 @@ class PayloadDecoder:
     decode: DecodeFn
     description: str
     value_unreadable: ValueUnreadableFn | None = None
+    value_version_known: "Callable[[bytes | None, bytes | None], bool] | None" = None
+    """From a record's version fields alone: False only where `decode` may mark its value with
+    `read_as_version` (a version newer than any known), so that a search for those decodes only
+    these (decoding every record of a big `__consumer_offsets` took minutes)."""
 
 
 def value_error_payload(text: str, message: str) -> DecodedPayload:

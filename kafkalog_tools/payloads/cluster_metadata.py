@@ -209,11 +209,25 @@ def _raw_value(header: dict, value: bytes) -> dict:
     return {**named, **ordered, "raw": b64(value)}
 
 
+def frame_version_known(value: bytes | None, records: Mapping[int, MessageSchema] = METADATA_RECORDS) -> bool:
+    """`PayloadDecoder.value_version_known` of a value in `read_metadata_record`'s frame: True for a
+    frame of one-byte varints naming a known record at a known version, or a value too short to
+    hold a frame (none is marked); False for the rest, for `decode` to decide."""
+    if value is None or len(value) < 3:
+        return True
+    frame_version, api_key, version = value[0], value[1], value[2]
+    if frame_version >= 0x80 or api_key >= 0x80 or version >= 0x80 or frame_version != FRAME_VERSION:
+        return False
+    schema = records.get(api_key)
+    return schema is not None and version in schema.layouts
+
+
 register(PayloadDecoder(
     name="cluster-metadata",
     topics=("__cluster_metadata",),
     decode=decode,
     value_unreadable=lambda has_key, message, offset: value_error_payload(f"Error at {offset}, skipping. {message}",
                                                                           message),
+    value_version_known=lambda key, value: frame_version_known(value),
     description="KRaft metadata records: topics, partitions, brokers, configs, ACLs, features",
 ))

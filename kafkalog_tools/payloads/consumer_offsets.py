@@ -23,6 +23,7 @@ Jackson's `JsonNode.toString`. The same framing and text serve `__share_group_st
 from __future__ import annotations
 
 import base64
+import functools
 import io
 from dataclasses import dataclass
 from typing import Iterator, Mapping
@@ -706,6 +707,15 @@ def _join(warnings: list[str]) -> str | None:
     return "; ".join(warnings) if warnings else None
 
 
+def coordinator_value_version_known(topic: CoordinatorTopic, key: bytes | None, value: bytes | None) -> bool:
+    """`PayloadDecoder.value_version_known` of `decode_coordinator_record`: it marks only a value
+    of at least 2 bytes after a key of a known record type, whose int16 version that type lacks."""
+    if key is None or value is None or len(key) < 2 or len(value) < 2:
+        return True
+    kind = topic.record_types.get(int.from_bytes(key[:2], "big", signed=True))
+    return kind is None or int.from_bytes(value[:2], "big", signed=True) in kind.values
+
+
 CONSUMER_OFFSETS = CoordinatorTopic("__consumer_offsets", RECORD_TYPES, "version", "offset topic")
 
 
@@ -719,6 +729,7 @@ register(PayloadDecoder(
     topics=("__consumer_offsets",),
     decode=decode,
     value_unreadable=coordinator_value_unreadable,
+    value_version_known=functools.partial(coordinator_value_version_known, CONSUMER_OFFSETS),
     description="group coordinator records: offset commits, group metadata with consumer "
                 "protocol subscriptions and assignments, KIP-848 consumer group and KIP-932 "
                 "share group records",

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from enum import IntEnum
 
 from . import DecodedPayload, PayloadDecoder, register, value_error_payload
-from .cluster_metadata import MetadataParseError, read_metadata_record
+from .cluster_metadata import MetadataParseError, frame_version_known, read_metadata_record
 from .jackson import b64
 from .metadata_records import (
     UNKNOWN_TAGGED_FIELDS,
@@ -323,5 +323,6 @@ register(PayloadDecoder(
     decode=decode,
     value_unreadable=lambda has_key, message, offset: value_error_payload(
         f"Error at offset {offset}, skipping. {message}", message),
+    value_version_known=lambda key, value: frame_version_known(value, REMOTE_LOG_METADATA_RECORDS),
     description="tiered storage metadata: remote segments copied and deleted, partition deletions",
 ))

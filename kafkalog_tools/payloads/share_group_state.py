@@ -16,11 +16,14 @@ value's version is written under "type": `payload: {"type":"1","data":{...}}`.
 """
 from __future__ import annotations
 
+import functools
+
 from construct import Int8sb, Int16sb, Int16ub, Int32sb, Int64sb, Struct
 
 from ..protocol import CompactArray, String, Uuid
 from . import DecodedPayload, PayloadDecoder, register
-from .consumer_offsets import FLEXIBLE, CoordinatorTopic, RecordType, coordinator_value_unreadable, decode_coordinator_record
+from .consumer_offsets import (FLEXIBLE, CoordinatorTopic, RecordType, coordinator_value_unreadable,
+                               coordinator_value_version_known, decode_coordinator_record)
 
 # ---------------------------------------------------------------------------------------------
 # Schemas
@@ -82,6 +85,7 @@ register(PayloadDecoder(
     topics=("__share_group_state",),
     decode=decode,
     value_unreadable=coordinator_value_unreadable,
+    value_version_known=functools.partial(coordinator_value_version_known, SHARE_GROUP_STATE),
     description="share coordinator records: share-partition snapshots and updates (in-flight "
                 "delivery states)",
 ))

@@ -351,6 +351,8 @@ register(PayloadDecoder(
     name="transaction-log",
     topics=("__transaction_state",),
     decode=decode,
+    value_version_known=lambda key, value: (value is None or len(value) < 2
+                                            or int.from_bytes(value[:2], "big", signed=True) in TRANSACTION_LOG_VALUE),
     description="transaction coordinator records: transactional ids, producer ids, states and "
                 "partitions",
 ))
