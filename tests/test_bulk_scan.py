@@ -899,3 +899,15 @@ def test_last_sequences_as_each_batch_computes_them():
     pairs = [(base, delta) for base in edges for delta in edges]
     base, delta = (np.array(column, dtype=np.int64) for column in zip(*pairs))
     assert bulk_scan.last_sequences(base, delta).tolist() == [last_sequence(b, d) for b, d in pairs]
+
+
+def test_the_build_drops_reference_counting_calls_and_nothing_else():
+    from kafkalog_tools.native import kernels
+
+    kept = ["define linkonce_odr void @NRT_incref(ptr captures(address_is_null) %.1) local_unnamed_addr #2 {",
+            "  tail call void @NRT_MemInfo_call_dtor(ptr nonnull %.1)",
+            "  %.5 = call i64 @other(ptr %arg.buf.0)"]
+    dropped = ["  tail call void @NRT_incref(ptr %arg.buf.0), !noalias !222",
+               "  call void @NRT_decref(ptr %.16)",
+               "  tail call void @NRT_decref(ptr nonnull %.7)"]
+    assert kernels._REFCOUNT_CALL.sub("", "\n".join(kept + dropped)).split("\n") == kept + ["", "", ""]
