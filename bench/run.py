@@ -329,6 +329,7 @@ def bench_variant(variant: Variant, work: Path, size: int, runs: int, only: set[
         (partition / "leader-epoch-checkpoint").write_text("0\n1\n0 0\n")
     bytes_ = log.stat().st_size
     file = str(log)
+    os.sync()  # (its writeback would run beside the first measurements)
     print(f"[{variant.name}] {bytes_ / 2**20:.0f} MiB, {records:,} records", flush=True)
     timings = {}
     commands = {
@@ -374,6 +375,7 @@ def bench_log_dir(partition: Path, size: int, runs: int, only: set[str] | None) 
         shutil.copytree(partition, root / f"{partition.name.rsplit('-', 1)[0]}-{number}")
     logs = sorted(str(p) for p in root.glob("*/*.log"))
     bytes_ = sum(os.path.getsize(p) for p in logs)
+    os.sync()  # else the copies' writeback (2 GiB) runs beside the measurements, on a core verify's workers use
     commands = {
         "log dir: read+crc32c": [PYTHON, str(PEERS / "read_crc32c.py"), *logs],
         "log dir: verify": [*KAFKALOG, "verify", "--format", "json", str(root)],
