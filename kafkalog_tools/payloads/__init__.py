@@ -56,6 +56,10 @@ value its reader throws on with `message` (a V0/V1 value that runs past its mess
 the parser does not catch it (the tool throws)."""
 
 
+VersionKnownFn = Callable[[bytes | None, bytes | None], bool]
+"""value_version_known(key, value): see `PayloadDecoder.value_version_known`."""
+
+
 @dataclass(frozen=True, slots=True)
 class PayloadDecoder:
     name: str
@@ -63,7 +67,7 @@ class PayloadDecoder:
     decode: DecodeFn
     description: str
     value_unreadable: ValueUnreadableFn | None = None
-    value_version_known: "Callable[[bytes | None, bytes | None], bool] | None" = None
+    value_version_known: VersionKnownFn | None = None
     """From a record's version fields alone: False only where `decode` may mark its value with
     `read_as_version` (a version newer than any known), so that a search for those decodes only
     these (decoding every record of a big `__consumer_offsets` took minutes)."""
