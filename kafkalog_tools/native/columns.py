@@ -190,6 +190,15 @@ COMMIT. Its state is `render_each`'s (RENDER_*)."""
  D_CONTROL_TYPE) = (sum(count for _, count in DUMPLOG_PIECES[:i]) for i in range(len(DUMPLOG_PIECES)))
 DUMPLOG_TEXTS = sum(count for _, count in DUMPLOG_PIECES)
 
+# version_signatures (`payloads.versions`): a record's version signature is whether its key and value
+# are null and their first bytes (fewer where shorter), what `PayloadDecoder.value_version_known`
+# reads; its state is carried from call to call
+SIGNATURE_KEY_BYTES, SIGNATURE_VALUE_BYTES = 2, 3
+(SIG_USED, SIG_UNSURE) = range(2)
+"""Distinct signatures in the table, and 1 once the walk cannot vouch for what it saw."""
+SIGNATURE_STATE = 2
+
+
 # ---------------------------------------------------------------------------------------------
 # gzip payloads inflated by ISA-L from compiled code (gzip_each)
 # ---------------------------------------------------------------------------------------------

@@ -38,6 +38,7 @@ from .columns import (ABORTED_FIELDS, A_FIRST_OFFSET, A_LAST_OFFSET, A_LAST_STAB
                       RP_BASE_TIMESTAMP, RP_COORDINATOR_EPOCH, RP_EPOCH, RP_LAST_OFFSET, RP_LAST_SEQUENCE,
                       RP_MARKER, RP_MAX_TIMESTAMP, RP_PRODUCER)
 from .columns import (PLAN_FIELDS, PL_ATTRIBUTES, PL_BASE_SEQUENCE, PL_EPOCH, PL_LAST_OFFSET_DELTA, PL_PRODUCER_ID)
+from .columns import SIGNATURE_KEY_BYTES, SIGNATURE_STATE, SIGNATURE_VALUE_BYTES, SIG_UNSURE, SIG_USED
 from .columns import (S_AFTER, S_BYTES, S_EPOCH, S_FIRST_BASE, S_FIRST_LAST, S_FIRST_POSITION, S_FOLDED, S_IN_ORDER,
                       S_KEPT, S_LARGEST_TIMESTAMP, S_LAST_LAST, S_RECORDS, S_STOPPED, STRETCH_FIELDS)
 from .columns import (OUTLINE_FIELDS, RO_ASCENDING, RO_BYTES, RO_COMPRESSED, RO_EPOCH_CHANGES, RO_EPOCHS_RISE,
@@ -2418,6 +2419,87 @@ def render_dumplog_each(segment, payloads, batches, records, headers, legacy, de
 
 
 # ---------------------------------------------------------------------------------------------
+# Version signatures: what `payloads.versions` needs of each record to know whether to decode it
+# ---------------------------------------------------------------------------------------------
+
+@_inline
+def _prefix(buf, at, size, width):
+    """(width tag, bytes): 0 for a null field, else 1 + how many of its first `width` bytes there
+    are, and those bytes big-endian, left-aligned in `width` bytes."""
+    if size < 0:
+        return np.int64(0), np.int64(0)
+    value = np.int64(0)
+    for i in range(width):
+        value = (value << 8) | (np.int64(buf[at + i]) if i < size else 0)
+    return np.int64(min(size, width) + 1), value
+
+
+@_jit
+def version_signatures(buf, start, limit, end, table, state):
+    """The version signatures of the records of the V2 data batches from `start`, while they start
+    before `limit`, as `SegmentFile.batches` walks them to `end`: each distinct one + 1 in `table`
+    (open addressing, a power of two, 0 free, cleared by its caller), `state[SIG_USED]` of them.
+    Returns where the next batch starts, with `state[SIG_UNSURE]` set (and the walk stopped) where
+    it cannot vouch that it saw every record `Batch.records` would give (a V0/V1 entry, a compressed
+    batch, a record it cannot read) or the table is half full. A control batch's records are not
+    data; a batch after the last one the segment holds whole is not read."""
+    mask = table.shape[0] - 1
+    last = np.int64(-1)
+    pos = start
+    while pos < limit and pos < end - 17:
+        size = _signed(_be(buf, pos + _LENGTH_AT, 4), 32)
+        if size < legacy.RECORD_OVERHEAD_V0 or pos > end - _OVERHEAD - size:
+            break  # where `SegmentFile.entries` stops
+        batch_end = pos + _OVERHEAD + size
+        if buf[pos + _MAGIC_AT] != 2 or size < _HEADER_SIZE - _OVERHEAD:
+            state[SIG_UNSURE] = 1
+            return pos
+        attributes = np.int64(buf[pos + _ATTRIBUTES_AT + 1])
+        count = _signed(_be(buf, pos + _COUNT_AT, 4), 32)
+        if attributes & ATTR_CONTROL == 0 and count != 0:
+            if attributes & ATTR_CODEC != 0 or count < 0:
+                state[SIG_UNSURE] = 1
+                return pos
+            at = pos + _HEADER_SIZE
+            for _ in range(count):
+                length, at = _varint(buf, at, batch_end, 5)
+                record_end = at + length
+                if at < 0 or length < 1 or record_end > batch_end:
+                    state[SIG_UNSURE] = 1
+                    return pos
+                _, at = _varint(buf, at + 1, record_end, 9)  # after the attributes: the timestamp delta
+                if at >= 0:
+                    _, at = _varint(buf, at, record_end, 5)  # the offset delta
+                if at >= 0:
+                    key_size, at = _varint(buf, at, record_end, 5)
+                if at < 0 or at + max(key_size, 0) > record_end:
+                    state[SIG_UNSURE] = 1
+                    return pos
+                key_tag, key_bytes = _prefix(buf, at, key_size, SIGNATURE_KEY_BYTES)
+                value_size, at = _varint(buf, at + max(key_size, 0), record_end, 5)
+                if at < 0 or at + max(value_size, 0) > record_end:
+                    state[SIG_UNSURE] = 1
+                    return pos
+                value_tag, value_bytes = _prefix(buf, at, value_size, SIGNATURE_VALUE_BYTES)
+                signature = (((key_tag << 16 | key_bytes) << 3 | value_tag) << 24 | value_bytes) + 1
+                at = record_end
+                if signature == last:
+                    continue
+                last = signature
+                h = np.int64((np.uint64(signature) * _GOLDEN) >> np.uint64(32)) & mask
+                while table[h] != 0 and table[h] != signature:
+                    h = (h + 1) & mask
+                if table[h] == 0:
+                    if 2 * (state[SIG_USED] + 1) > table.shape[0]:
+                        state[SIG_UNSURE] = 1
+                        return pos
+                    table[h] = signature
+                    state[SIG_USED] += 1
+        pos = batch_end
+    return pos
+
+
+# ---------------------------------------------------------------------------------------------
 # The entry points: C signatures over the kernels above, for `loader` to call with ctypes.
 # Arrays arrive as pointers with their sizes; tuples leave through `out`.
 # ---------------------------------------------------------------------------------------------
@@ -2583,6 +2665,12 @@ def _dumplog_entry(segment, segment_length, payloads, payloads_length, batches, 
                                carray(out, (out_length,)), carray(state, (RENDER_STATE,)))
 
 
+@njit(_I64(_BYTES, _I64, _I64, _I64, _I64, _LONGS, _I64, _LONGS), nogil=True)
+def _signatures_entry(buf, length, start, limit, end, table, table_size, state):
+    return version_signatures(carray(buf, (length,)), start, limit, end, carray(table, (table_size,)),
+                              carray(state, (SIGNATURE_STATE,)))
+
+
 ENTRIES = {"scan": _scan_entry, "scan_outlined": _scan_outlined_entry, "scan_legacy": _scan_legacy_entry,
            "agree_each": _agree_entry,
            "rows_apart": _apart_entry, "search_ascending": _search_entry, "keep_asked": _keep_asked_entry,
@@ -2590,7 +2678,7 @@ ENTRIES = {"scan": _scan_entry, "scan_outlined": _scan_outlined_entry, "scan_leg
            "replay_transactional": _replay_entry, "producer_slots": _slots_entry, "plan_producers": _plan_entry,
            "decode_each": _decode_entry, "decode_legacy_each": _decode_legacy_entry,
            "frames_each": _frames_entry, "gzip_each": _gzip_entry, "render_each": _render_entry,
-           "render_dumplog_each": _dumplog_entry}
+           "render_dumplog_each": _dumplog_entry, "version_signatures": _signatures_entry}
 """The object's exported functions, each named `kafkalog_<key>`."""
 _UNREACHABLE = """
 define void @NRT_MemInfo_call_dtor(ptr %meminfo) {

@@ -22,7 +22,8 @@ from . import cache, elf_object
 from .columns import (ABORTED_FIELDS, B_MAGIC, CAPACITY, COLUMNS, DUMPLOG_TEXTS, HEADER_COLUMNS, INFLATE_STATE,
                       LEGACY_RECORD_COLUMNS, ONGOING_FIELDS, OUTLINE_FIELDS, PLAN_FIELDS, PRODUCER_FIELDS,
                       RECORD_COLUMNS, RECOVERY_STATE, RENDER_BATCH, RENDER_RECORD, RENDER_STATE, REPLAY_FIELDS,
-                      REPLAY_ONGOING, REPLAY_STATE, RP_PRODUCER, RUN_BATCH_FIELDS, STRETCH_FIELDS, TEXTS, spread)
+                      REPLAY_ONGOING, REPLAY_STATE, RP_PRODUCER, RUN_BATCH_FIELDS, SIGNATURE_STATE, STRETCH_FIELDS,
+                      TEXTS, spread)
 
 _ENTRY_PREFIX = "kafkalog_"
 
@@ -156,6 +157,7 @@ _SIGNATURES = {  # kernels.ENTRIES, in their argument order
                     _I64, _POINTER, _I64, _POINTER, _I64, _POINTER, _I64, _POINTER),
     "render_dumplog_each": (_POINTER, _I64, _POINTER, _I64, _POINTER, _I64, _POINTER, _I64, _POINTER, _I64, _POINTER,
                             _I64, _I64, _I64, _I64, _POINTER, _I64, _POINTER, _POINTER, _I64, _POINTER),
+    "version_signatures": (_POINTER, _I64, _I64, _I64, _I64, _POINTER, _I64, _POINTER),
 }
 
 
@@ -423,6 +425,16 @@ class NativeKernel:
         self._call("render_dumplog_each", *run, 0 if legacy is None else legacy.shape[1], int(deep), int(print_data),
                    int(skip_metadata), _address(texts, np.uint8), texts.size, _address(bounds, np.int64),
                    _address(out, np.uint8, writable=True), out.size, _address(state, np.int64, writable=True))
+
+    def version_signatures(self, view, start: int, limit: int, end: int, table, state) -> int:
+        """kernels.version_signatures: where the next batch starts (`state` says whether it vouches)."""
+        size = table.size
+        if not (0 <= start and end <= view.size and size and size & (size - 1) == 0
+                and state.size == SIGNATURE_STATE):
+            raise ValueError(f"bulk kernel: version_signatures of {start}..{end} in {view.size} bytes, "
+                             f"a table of {size}")
+        return self._call("version_signatures", _address(view, np.uint8), view.size, int(start), int(limit), int(end),
+                          _address(table, np.int64, writable=True), size, _address(state, np.int64, writable=True))
 
     def _call(self, name: str, *arguments) -> int:
         result = self._entries[name](*arguments)

@@ -70,7 +70,10 @@ class PayloadDecoder:
     value_version_known: VersionKnownFn | None = None
     """From a record's version fields alone: False only where `decode` may mark its value with
     `read_as_version` (a version newer than any known), so that a search for those decodes only
-    these (decoding every record of a big `__consumer_offsets` took minutes)."""
+    these (decoding every record of a big `__consumer_offsets` took minutes). It reads no more than
+    whether the key and value are null and their first 2 and 3 bytes (`versions.bulk_signatures`):
+    given those prefixes of a record it answers as for the whole record, and the search asks it
+    once per distinct pair."""
 
 
 def value_error_payload(text: str, message: str) -> DecodedPayload:

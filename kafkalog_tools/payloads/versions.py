@@ -3,6 +3,11 @@
 Such a value is read with the newest layout we know, as Kafka's generated readers read it, and its
 decoder marks it with `read_as_version`. This collects them per kind and version over a
 partition's segments, for `verify` to report once each rather than once a record.
+
+Most records need no decoding: their decoder's `value_version_known` answers from their version
+fields alone. Where the compiled kernels are loaded, they read each record's version signature
+(`bulk_signatures`) and the predicate is asked once per distinct one; only where one is not known,
+or the kernels cannot vouch for a segment, are the records read here one by one.
 """
 from __future__ import annotations
 
@@ -12,6 +17,7 @@ from typing import Iterable
 
 from ..errors import KafkaLogError
 from ..formats.segment import SegmentFile
+from ..native import bulk_scan
 from . import PayloadError, decoder_for_topic
 
 
@@ -39,6 +45,12 @@ def newer_versions(topic: str, logs: Iterable[Path], every_record: bool = False)
         return []
     found: dict[tuple[str, int], NewerVersion] = {}
     known = None if every_record else decoder.value_version_known
+    logs = list(logs)
+    kernel = bulk_scan.loaded_kernel()
+    if known is not None and kernel is not None:
+        signatures = bulk_signatures(logs, kernel)
+        if signatures is not None and all(known(key, value) for key, value in signatures):
+            return []
     for log in logs:
         with SegmentFile(log) as segment:
             for batch in segment.batches():
@@ -67,3 +79,48 @@ def newer_versions(topic: str, logs: Iterable[Path], every_record: bool = False)
                     else:
                         entry.count += 1
     return list(found.values())
+
+
+BULK_STEP = 16 << 20
+"""Segment bytes a kernel call walks before the pages behind it are handed back
+(`SegmentFile.release_before`): a big segment is walked without holding it all."""
+SIGNATURE_TABLE = 1 << 14
+"""Slots of the kernel's table of distinct signatures; past half of them, every record is read here."""
+
+
+def bulk_signatures(logs: list[Path], kernel) -> set[tuple[bytes | None, bytes | None]] | None:
+    """The distinct version signatures of the records `newer_versions` would decode in `logs`, read
+    by the compiled kernel (`kernels.version_signatures`): (key, value), each None where null, else
+    its first SIGNATURE_KEY_BYTES and SIGNATURE_VALUE_BYTES bytes (fewer where shorter). None where
+    the kernel cannot vouch that it saw every such record: a V0/V1 entry, a compressed batch, a
+    record it cannot read, too many signatures. May hold more: those of batches `Batch.records`
+    would refuse (their records are read anyway, and a signature said known changes nothing)."""
+    import numpy as np
+
+    table = np.zeros(SIGNATURE_TABLE, dtype=np.int64)
+    state = np.zeros(bulk_scan.SIGNATURE_STATE, dtype=np.int64)
+    for log in logs:
+        with SegmentFile(log) as segment:
+            if not segment.end:
+                continue
+            view = kernel.view(segment.buffer)
+            position = 0
+            while True:
+                limit = position + BULK_STEP
+                position = kernel.version_signatures(view, position, limit, segment.end, table, state)
+                if state[bulk_scan.SIG_UNSURE]:
+                    return None
+                segment.release_before(position)
+                if position < limit:
+                    break
+            del view  # (the map closes only once no view of it is left)
+    return {_prefixes(int(signature) - 1) for signature in table[table != 0]}
+
+
+def _prefixes(signature: int) -> tuple[bytes | None, bytes | None]:
+    """A signature as `kernels.version_signatures` packs it: key tag (0 null, else 1 + the bytes
+    kept), key bytes, value tag, value bytes, the bytes left-aligned."""
+    value_bytes, value_tag = signature & 0xFFFFFF, signature >> 24 & 7
+    key_bytes, key_tag = signature >> 27 & 0xFFFF, signature >> 43 & 7
+    return (None if key_tag == 0 else key_bytes.to_bytes(bulk_scan.SIGNATURE_KEY_BYTES, "big")[:key_tag - 1],
+            None if value_tag == 0 else value_bytes.to_bytes(bulk_scan.SIGNATURE_VALUE_BYTES, "big")[:value_tag - 1])

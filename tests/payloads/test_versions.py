@@ -2,17 +2,23 @@
 from __future__ import annotations
 
 import json
+import random
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
 from kafkalog_tools.cli import cli
-from kafkalog_tools.formats.record_batch import build_batch, build_record
-from kafkalog_tools.payloads import PayloadError, decoder_for_topic
+from kafkalog_tools.crc import crc32c
+from kafkalog_tools.formats import legacy
+from kafkalog_tools.formats.record_batch import HEADER_SIZE, build_batch, build_record
+from kafkalog_tools.native import bulk_scan
+from kafkalog_tools.native.columns import SIGNATURE_KEY_BYTES, SIGNATURE_VALUE_BYTES
+from kafkalog_tools.payloads import PayloadError, decoder_for_topic, versions
 from kafkalog_tools.payloads import share_group_state as sgs
 from kafkalog_tools.payloads.versions import newer_versions
 from kafkalog_tools.protocol import uuid_to_text
+from tests.batches import transaction_marker
 from tests.conftest import CORPUS, need
 
 KEY = b"\x00\x00" + sgs.SharePartitionKey.build({"groupId": "g", "topicId": uuid_to_text(bytes(16)), "partition": 0})
@@ -112,3 +118,156 @@ def test_the_search_finds_what_decoding_every_record_finds(tmp_path):
     every = newer_versions("__share_group_state", [log], every_record=True)
     assert newer_versions("__share_group_state", [log]) == every
     assert [(e.version, e.count) for e in every] == [(2, 3), (5, 1), (1, 1), (0x7FFF, 1), (-1, 1)]
+
+
+@pytest.mark.parametrize("topic", ["__consumer_offsets", "__share_group_state", "__transaction_state",
+                                   "__cluster_metadata", "__remote_log_metadata"])
+def test_a_value_version_known_reads_only_the_signature(topic):
+    """The bulk search asks `value_version_known` with a record's key and value cut to their first
+    2 and 3 bytes: it must answer as it does for the whole record."""
+    decoder = decoder_for_topic(topic)
+    variants = {variant for record in _corpus_records(topic)[:40] for variant in _versions_rewritten(*record)}
+    variants |= {(key, value) for key in (None, b"", b"\x00", b"\x00\x01", b"\x00\x02\x05")
+                 for value in (None, b"", b"\x01", b"\x00\x03", b"\x01\x05\x00", b"\x01\x05\x00\x07")}
+    for key, value in variants:
+        cut = (None if key is None else key[:SIGNATURE_KEY_BYTES],
+               None if value is None else value[:SIGNATURE_VALUE_BYTES])
+        assert decoder.value_version_known(*cut) == decoder.value_version_known(key, value), (key, value)
+
+
+# -- the compiled walk (`bulk_signatures`) against the records `Batch.records` gives ---------------
+
+def _kernel():
+    pytest.importorskip("numba", reason="the bulk search needs numba (an install requirement)")
+    kernel = bulk_scan.kernel()
+    assert kernel is not None
+    return kernel
+
+
+def _signatures_one_by_one(logs: list[Path]) -> set:
+    from kafkalog_tools.formats.segment import SegmentFile
+
+    found = set()
+    for log in logs:
+        with SegmentFile(log) as segment:
+            for batch in segment.batches():
+                if not batch.is_control:
+                    found |= {(None if r.key is None else bytes(r.key[:SIGNATURE_KEY_BYTES]),
+                               None if r.value is None else bytes(r.value[:SIGNATURE_VALUE_BYTES]))
+                              for r in batch.records()}
+    return found
+
+
+def _records_of_every_shape(rng: random.Random, count: int) -> list[bytes]:
+    """Records whose keys and values are null, empty, shorter and longer than a signature keeps,
+    with one- and multi-byte varints and headers."""
+    sizes = [-1, 0, 1, 2, 3, 4, 63, 64, 200, 9000]
+    records = []
+    for delta in range(count):
+        key, value = (None if size < 0 else rng.randbytes(size) for size in (rng.choice(sizes), rng.choice(sizes)))
+        headers = [(b"h", rng.choice([None, b"x" * rng.randrange(300)]))] * rng.randrange(3)
+        records.append(build_record(delta, rng.randrange(-200, 200), key, value, headers))
+    return records
+
+
+def _segment_of_every_shape(rng: random.Random) -> bytes:
+    batches, offset = [], 0
+    for _ in range(60):
+        records = _records_of_every_shape(rng, rng.choice([1, 1, 2, 7]))
+        batches.append(build_batch(offset, records, base_timestamp=1, max_timestamp=1))
+        offset += len(records)
+        if rng.random() < 0.1:
+            batches.append(transaction_marker(offset, 1, 7, 0, 1))
+            offset += 1
+    return b"".join(batches)
+
+
+@pytest.mark.parametrize("step", [16 << 20, 4096])
+def test_the_kernel_reads_the_signature_of_every_record(tmp_path, monkeypatch, step):
+    monkeypatch.setattr(versions, "BULK_STEP", step)
+    kernel, rng = _kernel(), random.Random(11)
+    logs = []
+    for number in range(3):
+        logs.append(tmp_path / f"{number:020}.log")
+        logs[-1].write_bytes(_segment_of_every_shape(rng) + b"\x00\x00\x00" * number)  # and tails no batch holds
+    (tmp_path / "empty.log").write_bytes(b"")
+    logs.append(tmp_path / "empty.log")
+    got = versions.bulk_signatures(logs, kernel)
+    assert got == _signatures_one_by_one(logs)
+    assert len(got) > 100 and (None, None) in got and (b"", b"") in got
+
+
+def test_the_kernel_reads_kafka_4s_internal_topics():
+    kernel = _kernel()
+    for partition in sorted(need(CORPUS / "golden-4.0" / "logs").glob("__*")):
+        logs = sorted(partition.glob("*.log"))
+        got = versions.bulk_signatures(logs, kernel)
+        if got is not None:  # (a compressed batch: the kernel does not vouch)
+            assert got == _signatures_one_by_one(logs), partition
+    assert versions.bulk_signatures(sorted((CORPUS / "golden-4.0" / "logs" / "__cluster_metadata-0").glob("*.log")),
+                                    kernel) is not None
+
+
+@pytest.mark.parametrize("case", ["compressed", "legacy", "record-past-its-batch", "too-many-signatures"])
+def test_the_kernel_does_not_vouch_for_what_it_cannot_read(tmp_path, case):
+    kernel, log = _kernel(), tmp_path / "00000000000000000000.log"
+    plain = build_batch(0, [build_record(0, 0, None, b"\x01\x02\x00")], base_timestamp=1, max_timestamp=1)
+    if case == "compressed":
+        data = plain + build_batch(1, [build_record(0, 0, None, b"\x01\x02\x00")], compression_id=1)
+    elif case == "legacy":
+        data = plain + legacy.build_entry(1, 1, None, b"\x01\x02\x00", timestamp=1)
+    elif case == "record-past-its-batch":
+        data = bytearray(plain)
+        data[HEADER_SIZE] += 2  # (the record's length varint: its zigzag value one more)
+        data = bytes(data)
+    else:
+        data = build_batch(0, [build_record(n, 0, None, n.to_bytes(3, "big")) for n in range(versions.SIGNATURE_TABLE)])
+    log.write_bytes(data)
+    assert versions.bulk_signatures([log], kernel) is None
+
+
+def _crcs_made_good(data: bytearray) -> None:
+    """Each V2 batch's CRC rewritten to match its bytes: damage a batch's CRC would not show."""
+    position = 0
+    while position + HEADER_SIZE <= len(data):
+        size = int.from_bytes(data[position + 8:position + 12], "big", signed=True)
+        if size < HEADER_SIZE - 12 or position + 12 + size > len(data):
+            return
+        if data[position + 16] == 2:
+            crc = crc32c(bytes(data[position + 21:position + 12 + size]))
+            data[position + 17:position + 21] = crc.to_bytes(4, "big")
+        position += 12 + size
+
+
+def test_the_search_with_the_kernel_equals_decoding_every_record_on_damaged_segments(tmp_path):
+    """Seeded damage (under good and bad CRCs) to segments of share-state records, some of versions
+    newer than known: the search finds what decoding every record finds, whether the kernel's walk
+    vouches, proves all known or hands over."""
+    _kernel()
+    rng = random.Random(23)
+    outcomes = set()
+    for case in range(150):
+        versions_written = [rng.choice([0, 0, 0, 0, 1, 2, 7]) for _ in range(rng.randrange(1, 12))]
+        (tmp_path / str(case)).mkdir()
+        log = _partition(tmp_path / str(case), versions_written) / "00000000000000000000.log"
+        data = bytearray(log.read_bytes())
+        for _ in range(rng.randrange(4)):
+            at = rng.randrange(len(data))
+            kind = rng.choice(["flip", "cut", "zero", "byte"])
+            if kind == "flip":
+                data[at] ^= 1 << rng.randrange(8)
+            elif kind == "cut":
+                del data[at:]
+            elif kind == "zero":
+                length = len(data[at:at + rng.randrange(1, 80)])
+                data[at:at + length] = bytes(length)
+            else:
+                data[at] = rng.randrange(256)
+        if rng.random() < 0.7:
+            _crcs_made_good(data)
+        log.write_bytes(bytes(data))
+        every = newer_versions("__share_group_state", [log], every_record=True)
+        assert newer_versions("__share_group_state", [log]) == every, case
+        signatures = versions.bulk_signatures([log], bulk_scan.kernel())
+        outcomes.add((signatures is None, bool(every)))
+    assert outcomes == {(True, False), (False, False), (False, True), (True, True)}
