@@ -6,8 +6,9 @@ partition's segments, for `verify` to report once each rather than once a record
 
 Most records need no decoding: their decoder's `value_version_known` answers from their version
 fields alone. Where the compiled kernels are loaded, they read each record's version signature
-(`bulk_signatures`) and the predicate is asked once per distinct one; only where one is not known,
-or the kernels cannot vouch for a segment, are the records read here one by one.
+(`bulk_signatures`) and the predicate is asked once per distinct one; only where one is not known
+are the records read here one by one, or, where all are known, those of the segments the kernels
+cannot vouch for.
 """
 from __future__ import annotations
 
@@ -48,9 +49,10 @@ def newer_versions(topic: str, logs: Iterable[Path], every_record: bool = False)
     logs = list(logs)
     kernel = bulk_scan.loaded_kernel()
     if known is not None and kernel is not None:
-        signatures = bulk_signatures(logs, kernel)
-        if signatures is not None and all(known(key, value) for key, value in signatures):
-            return []
+        walked = bulk_signatures(logs, kernel)
+        if walked is not None and all(known(key, value) for key, value in walked[0]):
+            # the vouched segments hold no record to decode, and none of them raises (the walk read them)
+            logs = walked[1]
     for log in logs:
         with SegmentFile(log) as segment:
             for batch in segment.batches():
@@ -88,17 +90,19 @@ SIGNATURE_TABLE = 1 << 14
 """Slots of the kernel's table of distinct signatures; past half of them, every record is read here."""
 
 
-def bulk_signatures(logs: list[Path], kernel) -> set[tuple[bytes | None, bytes | None]] | None:
+def bulk_signatures(logs: list[Path], kernel) -> tuple[set[tuple[bytes | None, bytes | None]], list[Path]] | None:
     """The distinct version signatures of the records `newer_versions` would decode in `logs`, read
     by the compiled kernel (`kernels.version_signatures`): (key, value), each None where null, else
-    its first SIGNATURE_KEY_BYTES and SIGNATURE_VALUE_BYTES bytes (fewer where shorter). None where
-    the kernel cannot vouch that it saw every such record: a V0/V1 entry, a compressed batch, a
-    record it cannot read, too many signatures. May hold more: those of batches `Batch.records`
-    would refuse (their records are read anyway, and a signature said known changes nothing)."""
+    its first SIGNATURE_KEY_BYTES and SIGNATURE_VALUE_BYTES bytes (fewer where shorter); and the
+    logs it cannot vouch that it saw every such record of: a V0/V1 entry, a compressed batch, a
+    record it cannot read (their signatures up to there are in). None where the table fills. May
+    hold more: those of batches `Batch.records` would refuse (their records are read anyway, and a
+    signature said known changes nothing)."""
     import numpy as np
 
     table = np.zeros(SIGNATURE_TABLE, dtype=np.int64)
     state = np.zeros(bulk_scan.SIGNATURE_STATE, dtype=np.int64)
+    unvouched = []
     for log in logs:
         with SegmentFile(log) as segment:
             if not segment.end:
@@ -109,12 +113,16 @@ def bulk_signatures(logs: list[Path], kernel) -> set[tuple[bytes | None, bytes |
                 limit = position + BULK_STEP
                 position = kernel.version_signatures(view, position, limit, segment.end, table, state)
                 if state[bulk_scan.SIG_UNSURE]:
-                    return None
+                    if 2 * (state[bulk_scan.SIG_USED] + 1) > SIGNATURE_TABLE:
+                        return None  # (the table is full: the signatures of the logs before are not all in)
+                    state[bulk_scan.SIG_UNSURE] = 0
+                    unvouched.append(log)
+                    break
                 segment.release_before(position)
                 if position < limit:
                     break
             del view  # (the map closes only once no view of it is left)
-    return {_prefixes(int(signature) - 1) for signature in table[table != 0]}
+    return {_prefixes(int(signature) - 1) for signature in table[table != 0]}, unvouched
 
 
 def _prefixes(signature: int) -> tuple[bytes | None, bytes | None]:
