@@ -195,7 +195,9 @@ DUMPLOG_TEXTS = sum(count for _, count in DUMPLOG_PIECES)
 # reads; its state is carried from call to call
 SIGNATURE_KEY_BYTES, SIGNATURE_VALUE_BYTES = 2, 3
 (SIG_USED, SIG_UNSURE) = range(2)
-"""Distinct signatures in the table, and 1 once the walk cannot vouch for what it saw."""
+"""Distinct signatures in the table, and why the walk stopped short, where it did:"""
+UNSURE_SEGMENT, UNSURE_TABLE_FULL = 1, 2
+"""it cannot vouch that it saw every record of the segment; the table is half full."""
 SIGNATURE_STATE = 2
 
 

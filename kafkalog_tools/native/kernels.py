@@ -38,7 +38,8 @@ from .columns import (ABORTED_FIELDS, A_FIRST_OFFSET, A_LAST_OFFSET, A_LAST_STAB
                       RP_BASE_TIMESTAMP, RP_COORDINATOR_EPOCH, RP_EPOCH, RP_LAST_OFFSET, RP_LAST_SEQUENCE,
                       RP_MARKER, RP_MAX_TIMESTAMP, RP_PRODUCER)
 from .columns import (PLAN_FIELDS, PL_ATTRIBUTES, PL_BASE_SEQUENCE, PL_EPOCH, PL_LAST_OFFSET_DELTA, PL_PRODUCER_ID)
-from .columns import SIGNATURE_KEY_BYTES, SIGNATURE_STATE, SIGNATURE_VALUE_BYTES, SIG_UNSURE, SIG_USED
+from .columns import (SIGNATURE_KEY_BYTES, SIGNATURE_STATE, SIGNATURE_VALUE_BYTES, SIG_UNSURE, SIG_USED, UNSURE_SEGMENT,
+                      UNSURE_TABLE_FULL)
 from .columns import (S_AFTER, S_BYTES, S_EPOCH, S_FIRST_BASE, S_FIRST_LAST, S_FIRST_POSITION, S_FOLDED, S_IN_ORDER,
                       S_KEPT, S_LARGEST_TIMESTAMP, S_LAST_LAST, S_RECORDS, S_STOPPED, STRETCH_FIELDS)
 from .columns import (OUTLINE_FIELDS, RO_ASCENDING, RO_BYTES, RO_COMPRESSED, RO_EPOCH_CHANGES, RO_EPOCHS_RISE,
@@ -2439,9 +2440,10 @@ def version_signatures(buf, start, limit, end, table, state):
     """The version signatures of the records of the V2 data batches from `start`, while they start
     before `limit`, as `SegmentFile.batches` walks them to `end`: each distinct one + 1 in `table`
     (open addressing, a power of two, 0 free, cleared by its caller), `state[SIG_USED]` of them.
-    Returns where the next batch starts, with `state[SIG_UNSURE]` set (and the walk stopped) where
-    it cannot vouch that it saw every record `Batch.records` would give (a V0/V1 entry, a compressed
-    batch, a record it cannot read) or the table is half full. A control batch's records are not
+    Returns where the next batch starts, with the walk stopped and `state[SIG_UNSURE]` set to
+    UNSURE_SEGMENT where it cannot vouch that it saw every record `Batch.records` would give (a V0/V1
+    entry, a compressed batch, a record it cannot read), to UNSURE_TABLE_FULL where the table is
+    half full. A control batch's records are not
     data; a batch after the last one the segment holds whole is not read."""
     mask = table.shape[0] - 1
     last = np.int64(-1)
@@ -2452,20 +2454,20 @@ def version_signatures(buf, start, limit, end, table, state):
             break  # where `SegmentFile.entries` stops
         batch_end = pos + _OVERHEAD + size
         if buf[pos + _MAGIC_AT] != 2 or size < _HEADER_SIZE - _OVERHEAD:
-            state[SIG_UNSURE] = 1
+            state[SIG_UNSURE] = UNSURE_SEGMENT
             return pos
         attributes = np.int64(buf[pos + _ATTRIBUTES_AT + 1])
         count = _signed(_be(buf, pos + _COUNT_AT, 4), 32)
         if attributes & ATTR_CONTROL == 0 and count != 0:
             if attributes & ATTR_CODEC != 0 or count < 0:
-                state[SIG_UNSURE] = 1
+                state[SIG_UNSURE] = UNSURE_SEGMENT
                 return pos
             at = pos + _HEADER_SIZE
             for _ in range(count):
                 length, at = _varint(buf, at, batch_end, 5)
                 record_end = at + length
                 if at < 0 or length < 1 or record_end > batch_end:
-                    state[SIG_UNSURE] = 1
+                    state[SIG_UNSURE] = UNSURE_SEGMENT
                     return pos
                 _, at = _varint(buf, at + 1, record_end, 9)  # after the attributes: the timestamp delta
                 if at >= 0:
@@ -2473,12 +2475,12 @@ def version_signatures(buf, start, limit, end, table, state):
                 if at >= 0:
                     key_size, at = _varint(buf, at, record_end, 5)
                 if at < 0 or at + max(key_size, 0) > record_end:
-                    state[SIG_UNSURE] = 1
+                    state[SIG_UNSURE] = UNSURE_SEGMENT
                     return pos
                 key_tag, key_bytes = _prefix(buf, at, key_size, SIGNATURE_KEY_BYTES)
                 value_size, at = _varint(buf, at + max(key_size, 0), record_end, 5)
                 if at < 0 or at + max(value_size, 0) > record_end:
-                    state[SIG_UNSURE] = 1
+                    state[SIG_UNSURE] = UNSURE_SEGMENT
                     return pos
                 value_tag, value_bytes = _prefix(buf, at, value_size, SIGNATURE_VALUE_BYTES)
                 signature = (((key_tag << 16 | key_bytes) << 3 | value_tag) << 24 | value_bytes) + 1
@@ -2491,7 +2493,7 @@ def version_signatures(buf, start, limit, end, table, state):
                     h = (h + 1) & mask
                 if table[h] == 0:
                     if 2 * (state[SIG_USED] + 1) > table.shape[0]:
-                        state[SIG_UNSURE] = 1
+                        state[SIG_UNSURE] = UNSURE_TABLE_FULL
                         return pos
                     table[h] = signature
                     state[SIG_USED] += 1

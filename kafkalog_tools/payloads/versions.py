@@ -112,9 +112,9 @@ def bulk_signatures(logs: list[Path], kernel) -> tuple[set[tuple[bytes | None, b
             while True:
                 limit = position + BULK_STEP
                 position = kernel.version_signatures(view, position, limit, segment.end, table, state)
+                if state[bulk_scan.SIG_UNSURE] == bulk_scan.UNSURE_TABLE_FULL:
+                    return None  # (the signatures of the logs before are not all in)
                 if state[bulk_scan.SIG_UNSURE]:
-                    if 2 * (state[bulk_scan.SIG_USED] + 1) > SIGNATURE_TABLE:
-                        return None  # (the table is full: the signatures of the logs before are not all in)
                     state[bulk_scan.SIG_UNSURE] = 0
                     unvouched.append(log)
                     break
