@@ -182,6 +182,9 @@ class Reader:
         """`runs`' second buffer, made on first use."""
         self.until = sys.maxsize
         """Batches that start here or later are left unread (a walk that pauses there)."""
+        self.signing = None
+        """(table, state): deep scans of V2 batches also take their records' version signatures
+        (`kernels.scan_signing`), where the caller wants them."""
 
     def read(self, position: int, deep: bool, legacy_floor: int | None = None,
              columns=None) -> tuple[int, int, bool]:
@@ -198,7 +201,7 @@ class Reader:
         if self.prefetch is not None:
             self.prefetch.ahead(limit, min(end, limit + self.step))
         if legacy_floor is None:
-            n, after = self.kernel.scan(self.view, position, limit, end, deep, columns)
+            n, after = self.kernel.scan(self.view, position, limit, end, deep, columns, self.signing if deep else None)
         else:
             n, after = self.kernel.scan_legacy(self.view, position, limit, end, legacy_floor, columns)
         return n, after, after < limit and n < columns.shape[1]
@@ -213,7 +216,7 @@ class Reader:
         if self.prefetch is not None:
             self.prefetch.ahead(limit, min(end, limit + self.step))
         return self.kernel.scan_outlined(self.view, position, limit, end, deep, lowest, highest, self.columns, queries,
-                                         largest, block, at, self.CHUNK)
+                                         largest, block, at, self.CHUNK, self.signing if deep else None)
 
     def rescan(self, start: int, stop: int, rows: int, deep: bool):
         """The columns of the `rows` batches from `start` to `stop` read again, as `scan` read

@@ -450,9 +450,12 @@ and value size one-byte varints (bit 7 clear), the key null (zigzag -1 is 0x01);
 
 
 @_inline
-def records_agree(buf, start, end, count, last_delta, base_timestamp, max_timestamp, log_append_time):
+def records_agree(buf, start, end, count, last_delta, base_timestamp, max_timestamp, log_append_time, sign, table,
+                  state):
     """`skim_records` over an uncompressed records section, then `_record_findings`' max-timestamp
-    check: True only when both would pass. Stricter where convenient; never laxer. A varint of one
+    check: True only when both would pass. Stricter where convenient; never laxer. `sign` (a
+    constant where it is inlined): each record's version signature goes into `table` and `state`
+    as `version_signatures` puts it there (every record's, where it returns True). A varint of one
     byte (most of a small record's) is read here rather than by `_varint`: on a KRaft log's
     one-record batches the calls were a third of the deep scan's time. A small record with a null
     key and no header is read from one word and its last byte: walked field by field, each size
@@ -470,6 +473,9 @@ def records_agree(buf, start, end, count, last_delta, base_timestamp, max_timest
                 offset_delta = _zigzag((word >> 24) & 0xFF)
                 if (record_end <= end and value_size >= -1 and length == 6 + max(value_size, 0)
                         and _byte_at(buf, record_end - 1) == 0 and previous_delta < offset_delta <= last_delta):
+                    if sign:
+                        value_tag, value_bytes = _prefix(buf, pos + 6, value_size, SIGNATURE_VALUE_BYTES)
+                        _note_signature(table, state, _signature(np.int64(0), np.int64(0), value_tag, value_bytes))
                     previous_delta = offset_delta
                     timestamp_delta = _zigzag((word >> 16) & 0xFF)
                     if timestamp_delta > largest:
@@ -504,7 +510,8 @@ def records_agree(buf, start, end, count, last_delta, base_timestamp, max_timest
         previous_delta = offset_delta
         if timestamp_delta > largest:
             largest = timestamp_delta
-        for _ in range(2):  # key, value
+        key_tag, key_bytes = np.int64(0), np.int64(0)
+        for field in range(2):  # key, value
             byte = _byte_at(buf, pos) if pos < record_end else 0x80
             if byte < 0x80:
                 size, pos = _zigzag(byte), pos + 1
@@ -514,6 +521,13 @@ def records_agree(buf, start, end, count, last_delta, base_timestamp, max_timest
                     return False
             if size < -1:
                 return False
+            if sign:  # (its bytes read no further than the section's end: the size is checked below)
+                tag, prefix = _prefix(buf, pos, min(size, end - pos),
+                                      SIGNATURE_KEY_BYTES if field == 0 else SIGNATURE_VALUE_BYTES)
+                if field == 0:
+                    key_tag, key_bytes = tag, prefix
+                else:
+                    _note_signature(table, state, _signature(key_tag, key_bytes, tag, prefix))
             if size > 0:
                 pos += size
         byte = _byte_at(buf, pos) if pos < record_end else 0x80
@@ -602,13 +616,36 @@ def scan(buf, start, limit, end, deep, columns):
     """Clean V2 batches from `start`, while they start before `limit` and fit before `end`, into
     `columns` [len(COLUMNS), capacity]. Returns (batches read, where the next entry starts).
     Stops before anything `SegmentFile.entries` would not yield as a V2 batch with a valid CRC."""
-    return _scan_rows(buf, start, limit, end, deep, columns, 0, columns.shape[1])
+    return _rows(buf, start, limit, end, deep, columns, 0, columns.shape[1])
+
+
+@_jit
+def scan_signing(buf, start, limit, end, columns, table, state):
+    """`scan`, deep, that also puts the version signature of each record it walks into `table` and
+    `state` as `version_signatures` does, and sets `state[SIG_UNSURE]` to UNSURE_SEGMENT where a data
+    batch's records are not all walked (compressed, or not as `records_agree` wants them): verify's
+    walk of an internal topic, so that `payloads.versions` need not walk the segment again."""
+    return _rows_signing(buf, start, limit, end, columns, 0, columns.shape[1], table, state)
+
+
+@_jit
+def _rows(buf, start, limit, end, deep, columns, first, capacity):
+    """`scan` into the rows first..capacity-1 of `columns`: (the row after the last written, where
+    the next entry starts)."""
+    return _scan_rows(buf, start, limit, end, deep, columns, first, capacity, False, columns[0], columns[0])
+
+
+@_jit
+def _rows_signing(buf, start, limit, end, columns, first, capacity, table, state):
+    """`_rows`, as `scan_signing` scans."""
+    return _scan_rows(buf, start, limit, end, True, columns, first, capacity, True, table, state)
 
 
 @_inline
-def _scan_rows(buf, start, limit, end, deep, columns, first, capacity):
-    """`scan` into the rows first..capacity-1 of `columns`: (the row after the last written, where
-    the next entry starts)."""
+def _scan_rows(buf, start, limit, end, deep, columns, first, capacity, sign, table, state):
+    """`_rows` (`sign` False) and `_rows_signing` (True): two functions, each its own machine code,
+    so that `_rows` has none of the signing. (Called once per chunk of batches, they need not be
+    inlined into their callers: inlined into each, the build took 327 s rather than 149 s.)"""
     pos = start
     n = first
     paired_at, paired_crc = np.int64(-1), np.uint32(0)  # the next batch's CRC, computed beside this one's
@@ -644,8 +681,10 @@ def _scan_rows(buf, start, limit, end, deep, columns, first, capacity):
             checked = 1  # its one record read, and as `_record_findings` wants it
         elif deep and attributes & ATTR_CODEC == 0 and attributes & ATTR_CONTROL == 0 and count >= 0:
             if records_agree(buf, pos + _HEADER_SIZE, batch_end, count, last_delta, base_timestamp,
-                             max_timestamp, attributes & ATTR_LOG_APPEND_TIME != 0):
+                             max_timestamp, attributes & ATTR_LOG_APPEND_TIME != 0, sign, table, state):
                 checked = 1
+        if sign and checked == 0 and attributes & ATTR_CONTROL == 0 and count != 0:
+            state[SIG_UNSURE] = max(state[SIG_UNSURE], UNSURE_SEGMENT)
         columns[MARKER, n] = marker
         columns[COORDINATOR_EPOCH, n] = (0 if marker == NOT_A_MARKER else
                                          _signed(_be(buf, pos + _HEADER_SIZE + _MARKER_EPOCH_AT, 4), 32))
@@ -667,9 +706,17 @@ def _scan_rows(buf, start, limit, end, deep, columns, first, capacity):
     return n, pos
 
 
+@_inline
+def _rows_as_asked(buf, start, limit, end, deep, columns, first, capacity, sign, table, state):
+    """`_rows_signing` where `sign` (deep), else `_rows`."""
+    if sign:
+        return _rows_signing(buf, start, limit, end, columns, first, capacity, table, state)
+    return _rows(buf, start, limit, end, deep, columns, first, capacity)
+
+
 @_jit
 def scan_outlined(buf, start, limit, end, deep, lowest, highest, chunk, columns, asked_positions, asked_holding,
-                  asked_after, largest, block, at, rows, lasts, outline, kept_out, out):
+                  asked_after, largest, block, at, rows, lasts, outline, kept_out, out, sign, table, state):
     """`scan`, `rows_apart` and `keep_asked` in one pass, for a big segment whose batch table
     keeps only the rows its index checks reach: batches are scanned `chunk` at a time into the
     first columns of `columns`, and while a chunk is plain (nothing apart, no producer id, offsets
@@ -679,7 +726,7 @@ def scan_outlined(buf, start, limit, end, deep, lowest, highest, chunk, columns,
     fills `columns` after it as `scan` does. Stops, as `scan` does, at `limit` or before an entry
     it cannot vouch for, and ends the stretch where `block` has no room for another chunk. Returns
     the rows left in `columns`, after the stretch. (`rows`, `lasts`, `outline`, `kept_out`: room to
-    work in.)"""
+    work in.) `sign`: as `scan_signing` scans (deep), into `table` and `state`; else they are not read."""
     capacity = columns.shape[1]
     pos = start
     folded, kept, records, total_bytes = 0, 0, np.int64(0), np.int64(0)
@@ -688,7 +735,7 @@ def scan_outlined(buf, start, limit, end, deep, lowest, highest, chunk, columns,
     in_order = True
     n, stopped = 0, False
     while pos < limit and at + kept + chunk <= block.shape[1]:
-        n, after = _scan_rows(buf, pos, limit, end, deep, columns, 0, chunk)
+        n, after = _rows_as_asked(buf, pos, limit, end, deep, columns, 0, chunk, sign, table, state)
         if n == 0:
             stopped = True
             break
@@ -698,7 +745,7 @@ def scan_outlined(buf, start, limit, end, deep, lowest, highest, chunk, columns,
         if plain and folded:
             plain = columns[BASE_OFFSET, 0] > last_last and columns[LEADER_EPOCH, 0] == epoch
         if not plain:
-            n, after = _scan_rows(buf, after, limit, end, deep, columns, n, capacity)
+            n, after = _rows_as_asked(buf, after, limit, end, deep, columns, n, capacity, sign, table, state)
             stopped = after < limit and n < capacity
             pos = after
             break
@@ -841,7 +888,7 @@ def agree_each(payloads, bounds, columns, rows):
         row = rows[i]
         if records_agree(payloads, bounds[i], bounds[i + 1], columns[RECORDS_COUNT, row],
                          columns[LAST_OFFSET_DELTA, row], columns[BASE_TIMESTAMP, row], columns[MAX_TIMESTAMP, row],
-                         columns[ATTRIBUTES, row] & ATTR_LOG_APPEND_TIME != 0):
+                         columns[ATTRIBUTES, row] & ATTR_LOG_APPEND_TIME != 0, False, bounds, bounds):
             columns[CHECKED, row] = 1
 
 
@@ -2443,9 +2490,8 @@ def version_signatures(buf, start, limit, end, table, state):
     Returns where the next batch starts, with the walk stopped and `state[SIG_UNSURE]` set to
     UNSURE_SEGMENT where it cannot vouch that it saw every record `Batch.records` would give (a V0/V1
     entry, a compressed batch, a record it cannot read), to UNSURE_TABLE_FULL where the table is
-    half full. A control batch's records are not
-    data; a batch after the last one the segment holds whole is not read."""
-    mask = table.shape[0] - 1
+    half full. A control batch's records are not data; a batch after the last one the segment
+    holds whole is not read."""
     last = np.int64(-1)
     pos = start
     while pos < limit and pos < end - 17:
@@ -2483,22 +2529,38 @@ def version_signatures(buf, start, limit, end, table, state):
                     state[SIG_UNSURE] = UNSURE_SEGMENT
                     return pos
                 value_tag, value_bytes = _prefix(buf, at, value_size, SIGNATURE_VALUE_BYTES)
-                signature = (((key_tag << 16 | key_bytes) << 3 | value_tag) << 24 | value_bytes) + 1
+                signature = _signature(key_tag, key_bytes, value_tag, value_bytes)
                 at = record_end
                 if signature == last:
                     continue
                 last = signature
-                h = np.int64((np.uint64(signature) * _GOLDEN) >> np.uint64(32)) & mask
-                while table[h] != 0 and table[h] != signature:
-                    h = (h + 1) & mask
-                if table[h] == 0:
-                    if 2 * (state[SIG_USED] + 1) > table.shape[0]:
-                        state[SIG_UNSURE] = UNSURE_TABLE_FULL
-                        return pos
-                    table[h] = signature
-                    state[SIG_USED] += 1
+                _note_signature(table, state, signature)
+                if state[SIG_UNSURE] == UNSURE_TABLE_FULL:
+                    return pos
         pos = batch_end
     return pos
+
+
+@_inline
+def _signature(key_tag, key_bytes, value_tag, value_bytes):
+    """A record's version signature, packed (`versions._prefixes` unpacks it), + 1: never 0."""
+    return (((key_tag << 16 | key_bytes) << 3 | value_tag) << 24 | value_bytes) + 1
+
+
+@_inline
+def _note_signature(table, state, signature):
+    """`signature` into `table` (open addressing, a power of two, 0 free) unless it is there; where
+    that would fill more than half, `state[SIG_UNSURE]` is set to UNSURE_TABLE_FULL instead."""
+    mask = table.shape[0] - 1
+    h = np.int64((np.uint64(signature) * _GOLDEN) >> np.uint64(32)) & mask
+    while table[h] != 0 and table[h] != signature:
+        h = (h + 1) & mask
+    if table[h] == 0:
+        if 2 * (state[SIG_USED] + 1) > table.shape[0]:
+            state[SIG_UNSURE] = UNSURE_TABLE_FULL
+        else:
+            table[h] = signature
+            state[SIG_USED] += 1
 
 
 # ---------------------------------------------------------------------------------------------
@@ -2510,25 +2572,38 @@ _I64, _BYTES, _LONGS = types.int64, types.CPointer(types.uint8), types.CPointer(
 _COLUMN_COUNT = len(COLUMNS)
 
 
-@njit(_I64(_BYTES, _I64, _I64, _I64, _I64, _I64, _LONGS, _I64, _LONGS), nogil=True)
-def _scan_entry(buf, length, start, limit, end, deep, columns, capacity, out):
-    n, after = scan(carray(buf, (length,)), start, limit, end, deep != 0, carray(columns, (_COLUMN_COUNT, capacity)))
+@njit(_I64(_BYTES, _I64, _I64, _I64, _I64, _I64, _LONGS, _I64, _LONGS, _I64, _LONGS, _LONGS), nogil=True)
+def _scan_entry(buf, length, start, limit, end, deep, columns, capacity, table, table_size, state, out):
+    if table_size:  # (`scan_signing`: deep)
+        n, after = scan_signing(carray(buf, (length,)), start, limit, end, carray(columns, (_COLUMN_COUNT, capacity)),
+                                carray(table, (table_size,)), carray(state, (SIGNATURE_STATE,)))
+    else:
+        n, after = scan(carray(buf, (length,)), start, limit, end, deep != 0,
+                        carray(columns, (_COLUMN_COUNT, capacity)))
     result = carray(out, (2,))
     result[0], result[1] = n, after
     return 0
 
 
 @njit(_I64(_BYTES, _I64, _I64, _I64, _I64, _I64, _I64, _I64, _I64, _LONGS, _I64, _LONGS, _I64, _LONGS, _I64,
-           _LONGS, _I64, _I64, _LONGS, _I64, _I64, _LONGS, _LONGS, _LONGS, _LONGS, _LONGS), nogil=True)
+           _LONGS, _I64, _I64, _LONGS, _I64, _I64, _LONGS, _LONGS, _LONGS, _LONGS, _LONGS, _LONGS, _I64, _LONGS),
+      nogil=True)
 def _scan_outlined_entry(buf, length, start, limit, end, deep, lowest, highest, chunk, columns, capacity,
                          asked_positions, positions_asked, asked_holding, holding_asked, asked_after, after_asked,
-                         largest, block, block_capacity, at, rows, lasts, outline, kept_out, out):
-    return scan_outlined(carray(buf, (length,)), start, limit, end, deep != 0, lowest, highest, chunk,
-                         carray(columns, (_COLUMN_COUNT, capacity)), carray(asked_positions, (positions_asked,)),
-                         carray(asked_holding, (holding_asked,)), carray(asked_after, (after_asked,)), largest,
-                         carray(block, (4, block_capacity)), at, carray(rows, (chunk,)), carray(lasts, (chunk,)),
-                         carray(outline, (len(OUTLINE_FIELDS),)), carray(kept_out, (2,)),
-                         carray(out, (len(STRETCH_FIELDS),)))
+                         largest, block, block_capacity, at, rows, lasts, outline, kept_out, out, table, table_size,
+                         state):
+    buf, columns = carray(buf, (length,)), carray(columns, (_COLUMN_COUNT, capacity))
+    asked_positions, asked_holding = carray(asked_positions, (positions_asked,)), carray(asked_holding, (holding_asked,))
+    asked_after, block = carray(asked_after, (after_asked,)), carray(block, (4, block_capacity))
+    rows, lasts, outline = carray(rows, (chunk,)), carray(lasts, (chunk,)), carray(outline, (len(OUTLINE_FIELDS),))
+    kept_out, out = carray(kept_out, (2,)), carray(out, (len(STRETCH_FIELDS),))
+    if table_size:
+        table, state = carray(table, (table_size,)), carray(state, (SIGNATURE_STATE,))
+    else:
+        table, state = columns[0], columns[0]  # (not read)
+    return scan_outlined(buf, start, limit, end, deep != 0 or table_size != 0, lowest, highest, chunk, columns,
+                         asked_positions, asked_holding, asked_after, largest, block, at, rows, lasts, outline,
+                         kept_out, out, table_size != 0, table, state)
 
 
 @njit(_I64(_BYTES, _I64, _I64, _I64, _I64, _I64, _LONGS, _I64, _LONGS), nogil=True)

@@ -133,10 +133,10 @@ def _libc():
 
 _I64, _POINTER = ctypes.c_int64, ctypes.c_void_p
 _SIGNATURES = {  # kernels.ENTRIES, in their argument order
-    "scan": (_POINTER, _I64, _I64, _I64, _I64, _I64, _POINTER, _I64, _POINTER),
+    "scan": (_POINTER, _I64, _I64, _I64, _I64, _I64, _POINTER, _I64, _POINTER, _I64, _POINTER, _POINTER),
     "scan_outlined": (_POINTER, _I64, _I64, _I64, _I64, _I64, _I64, _I64, _I64, _POINTER, _I64, _POINTER, _I64,
                       _POINTER, _I64, _POINTER, _I64, _I64, _POINTER, _I64, _I64, _POINTER, _POINTER, _POINTER,
-                      _POINTER, _POINTER),
+                      _POINTER, _POINTER, _POINTER, _I64, _POINTER),
     "scan_legacy": (_POINTER, _I64, _I64, _I64, _I64, _I64, _POINTER, _I64, _POINTER),
     "agree_each": (_POINTER, _I64, _POINTER, _POINTER, _I64, _POINTER, _I64),
     "rows_apart": (_POINTER, _I64, _I64, _I64, _I64, _I64, _POINTER, _POINTER),
@@ -220,15 +220,16 @@ class NativeKernel:
             return Prefetch(self.view(buffer))
         return None
 
-    def scan(self, view, start: int, limit: int, end: int, deep: bool, columns) -> tuple[int, int]:
-        """kernels.scan: (batches read into `columns`, where the next entry starts)."""
-        return self._scan("scan", view, start, limit, end, int(deep), columns)
+    def scan(self, view, start: int, limit: int, end: int, deep: bool, columns, signing=None) -> tuple[int, int]:
+        """kernels.scan: (batches read into `columns`, where the next entry starts). With `signing`,
+        a `(table, state)` pair as `version_signatures` takes them, kernels.scan_signing (deep)."""
+        return self._scan("scan", view, start, limit, end, int(deep), columns, signing)
 
     def scan_outlined(self, view, start: int, limit: int, end: int, deep: bool, lowest: int, highest: int, columns,
-                      queries, largest: int, block, at: int, chunk: int) -> tuple[int, list[int]]:
+                      queries, largest: int, block, at: int, chunk: int, signing=None) -> tuple[int, list[int]]:
         """kernels.scan_outlined, `chunk` batches at a time: (the rows it left in `columns`, what it
         says of the call: a list indexed by `S_*`). `block` needs room for a chunk at `at`, or it
-        folds none."""
+        folds none. `signing`: as `scan`'s, the scan signing (deep)."""
         if not (0 <= start and end <= view.size and 0 <= at <= block.shape[1] and 1 <= chunk <= columns.shape[1]):
             raise ValueError(f"bulk kernel: scan_outlined of {start}..{end} in {view.size} bytes, rows at {at} of "
                              f"{block.shape}, chunks of {chunk} in {columns.shape[1]} columns")
@@ -240,20 +241,34 @@ class NativeKernel:
                        _address(columns, np.int64, len(COLUMNS), True), columns.shape[1],
                        *(argument for asked in queries for argument in (_address(asked, np.int64), asked.size)),
                        int(largest), _address(block, np.int64, 4, True), block.shape[1], int(at), rows.ctypes.data,
-                       lasts.ctypes.data, outline.ctypes.data, kept_out.ctypes.data, out.ctypes.data)
+                       lasts.ctypes.data, outline.ctypes.data, kept_out.ctypes.data, out.ctypes.data,
+                       *self._signing(signing, deep))
         return n, out.tolist()
 
     def scan_legacy(self, view, start: int, limit: int, end: int, floor: int, columns) -> tuple[int, int]:
         """kernels.scan_legacy: (messages read into `columns`, where the next entry starts)."""
         return self._scan("scan_legacy", view, start, limit, end, floor, columns)
 
-    def _scan(self, name: str, view, start: int, limit: int, end: int, argument: int, columns) -> tuple[int, int]:
+    def _scan(self, name: str, view, start: int, limit: int, end: int, argument: int, columns,
+              signing=None) -> tuple[int, int]:
         if not (0 <= start and end <= view.size):
             raise ValueError(f"bulk kernel: scan of {start}..{end} in {view.size} bytes")
         out = np.empty(2, dtype=np.int64)
+        signed = () if name == "scan_legacy" else self._signing(signing, argument)
         self._call(name, _address(view, np.uint8), view.size, int(start), int(limit), int(end), int(argument),
-                   _address(columns, np.int64, len(COLUMNS), True), columns.shape[1], out.ctypes.data)
+                   _address(columns, np.int64, len(COLUMNS), True), columns.shape[1], *signed, out.ctypes.data)
         return int(out[0]), int(out[1])
+
+    @staticmethod
+    def _signing(signing, deep) -> tuple[int, int, int]:
+        """A scan's table, its size and its state (no table: 0, 0, 0)."""
+        if signing is None:
+            return 0, 0, 0
+        table, state = signing
+        size = table.size
+        if not (deep and size and size & (size - 1) == 0 and state.size == SIGNATURE_STATE):
+            raise ValueError(f"bulk kernel: a signing scan with a table of {size}, deep {bool(deep)}")
+        return _address(table, np.int64, writable=True), size, _address(state, np.int64, writable=True)
 
     def agree_each(self, payloads, bounds, columns, rows) -> None:
         """kernels.agree_each: payload i, payloads[bounds[i]:bounds[i+1]], is batch rows[i]'s records."""

@@ -5,10 +5,11 @@ decoder marks it with `read_as_version`. This collects them per kind and version
 partition's segments, for `verify` to report once each rather than once a record.
 
 Most records need no decoding: their decoder's `value_version_known` answers from their version
-fields alone. Where the compiled kernels are loaded, they read each record's version signature
-(`bulk_signatures`) and the predicate is asked once per distinct one; only where one is not known
-are the records read here one by one, or, where all are known, those of the segments the kernels
-cannot vouch for.
+fields alone. Where the compiled kernels are loaded, they read each record's version signature and
+the predicate is asked once per distinct one; only where one is not known are the records read here
+one by one, or, where all are known, those of the segments the kernels cannot vouch for. Verify's
+deep scan takes the signatures as it walks the records (`SigningTable`); the segments it could not
+vouch for are walked here (`bulk_signatures`).
 """
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from pathlib import Path
 from typing import Iterable
 
 from ..errors import KafkaLogError
+from ..formats.logdir import parse_partition_dir_name
 from ..formats.segment import SegmentFile
 from ..native import bulk_scan
 from . import PayloadError, decoder_for_topic
@@ -36,11 +38,13 @@ class NewerVersion:
     offset: int
 
 
-def newer_versions(topic: str, logs: Iterable[Path], every_record: bool = False) -> list[NewerVersion]:
+def newer_versions(topic: str, logs: Iterable[Path], every_record: bool = False,
+                   signed: dict[Path, frozenset[int]] | None = None) -> list[NewerVersion]:
     """Records of `topic` (by its decoder) whose value version is newer than any known, by kind
     and version. Batches that cannot be read are skipped: reporting them is verify's other work.
     Only the records whose version fields the decoder does not know are decoded, unless
-    `every_record` (the reference the tests hold that to)."""
+    `every_record` (the reference the tests hold that to). `signed`: the signatures a scan took of
+    every record of those logs it vouches for (`SigningTable.signatures`), as the kernels pack them."""
     decoder = decoder_for_topic(topic)
     if decoder is None:
         return []
@@ -48,11 +52,14 @@ def newer_versions(topic: str, logs: Iterable[Path], every_record: bool = False)
     known = None if every_record else decoder.value_version_known
     logs = list(logs)
     kernel = bulk_scan.loaded_kernel()
+    signed = signed or {}
     if known is not None and kernel is not None:
-        walked = bulk_signatures(logs, kernel)
-        if walked is not None and all(known(key, value) for key, value in walked[0]):
-            # the vouched segments hold no record to decode, and none of them raises (the walk read them)
-            logs = walked[1]
+        walked = bulk_signatures([log for log in logs if log not in signed], kernel)
+        if walked is not None:
+            signatures = walked[0] | {_prefixes(signature) for log in logs for signature in signed.get(log, ())}
+            if all(known(key, value) for key, value in signatures):
+                # the vouched segments hold no record to decode, and none of them raises (the walk read them)
+                logs = walked[1]
     for log in logs:
         with SegmentFile(log) as segment:
             for batch in segment.batches():
@@ -122,7 +129,40 @@ def bulk_signatures(logs: list[Path], kernel) -> tuple[set[tuple[bytes | None, b
                 if position < limit:
                     break
             del view  # (the map closes only once no view of it is left)
-    return {_prefixes(int(signature) - 1) for signature in table[table != 0]}, unvouched
+    return {_prefixes(signature) for signature in (table[table != 0] - 1).tolist()}, unvouched
+
+
+class SigningTable:
+    """Where a deep scan of a segment (`bulk_scan.Reader.signing`) puts the version signatures of
+    the records it walks, as `bulk_signatures` takes them, and says whether it vouches for them all."""
+
+    def __init__(self):
+        import numpy as np
+
+        self.table = np.zeros(SIGNATURE_TABLE, dtype=np.int64)
+        self.state = np.zeros(bulk_scan.SIGNATURE_STATE, dtype=np.int64)
+
+    @property
+    def signing(self) -> tuple:
+        """What `bulk_scan.Reader.signing` takes."""
+        return self.table, self.state
+
+    def signatures(self) -> frozenset[int] | None:
+        """The signatures, packed, of the records the kernel walked (after the scan), or None where
+        it cannot vouch that it walked every record of every data batch it read, or the table filled."""
+        if self.state[bulk_scan.SIG_UNSURE]:
+            return None
+        return frozenset((self.table[self.table != 0] - 1).tolist())
+
+
+def signs_versions(log: Path) -> bool:
+    """Whether a deep scan of the segment `log` should take its records' version signatures: one of
+    an internal topic whose decoder knows its versions (by its partition directory's name)."""
+    parsed = parse_partition_dir_name(log.parent.name)
+    if parsed is None or not parsed[0].startswith("__"):  # (only internal topics have decoders: none imported)
+        return False
+    decoder = decoder_for_topic(parsed[0])
+    return decoder is not None and decoder.value_version_known is not None
 
 
 def _prefixes(signature: int) -> tuple[bytes | None, bytes | None]:

@@ -57,7 +57,8 @@ class BulkScan:
                         reader.release_before(position)
                 continue
             # a legacy message set, its wrappers opened only where deep (each call needs the floor
-            # the one before left, so none runs ahead)
+            # the one before left, so none runs ahead); its records are not signed
+            scan.vouches = False
             n, position, stopped = reader.read(position, False, scan.legacy_floor())
             if n:
                 columns = reader.columns[:, :n].copy()  # (whole rows, for the kernels)

@@ -55,6 +55,8 @@ class PartitionCheck:
         self.exact_state = True
         self.state = ProducerState()
         self.pending_snapshots: list[tuple[int, producer_snapshot.ProducerSnapshot]] = []
+        self.version_signatures: dict[Path, frozenset[int]] = {}
+        """The segments whose stage 1 took the signatures of their records (`SegmentReport`)."""
         self.sink: list[Finding] = []
 
     def run(self) -> Iterator[Finding]:
@@ -68,6 +70,8 @@ class PartitionCheck:
         for segment in self.segments:
             replay = _SegmentReplay(self)
             report = self.check_segment(segment, segment.base_offset == last_base, replay.batch)
+            if report.version_signatures is not None:
+                self.version_signatures[segment.log] = report.version_signatures
             for facts in report.batches:  # a report made elsewhere; one made here has streamed them
                 replay.batch(facts)
             replay.finish()
@@ -93,7 +97,7 @@ class PartitionCheck:
         """One info finding per kind and version of internal-topic records a newer Kafka wrote."""
         logs = [segment.log for segment in self.segments if isinstance(segment.log, Path)]
         try:
-            found = newer_versions(self.partition.topic, logs)
+            found = newer_versions(self.partition.topic, logs, signed=self.version_signatures)
         except (OSError, KafkaLogError):
             return  # the segment checks report what cannot be read
         for entry in found:

@@ -26,6 +26,7 @@ from ..native.columns import (ATTRIBUTES, BASE_OFFSET, BASE_SEQUENCE, BASE_TIMES
                               S_FIRST_BASE, S_FIRST_LAST, S_FIRST_POSITION, S_FOLDED, S_IN_ORDER, S_KEPT,
                               S_LARGEST_TIMESTAMP, S_LAST_LAST, S_RECORDS, SIZE)
 from ..recovery import RecoveryDrops, marker_records, recovery_drops
+from ..payloads.versions import SigningTable, signs_versions
 from .bulk import BulkScan
 from .findings import (ERROR, INFO, RANK_AFTER, RANK_BASE_OFFSET, RANK_BOUNDS, RANK_RECORDS, WARNING, Finding,
                        ProgressCallback, Summary, from_error, plain, position_key)
@@ -207,6 +208,9 @@ class SegmentReport:
     tail: RecoveryDrops | None = None
     """What recovery truncates from the end of an active segment read offline (its `truncated-tail`);
     stage 2 says which open transactions that touches."""
+    version_signatures: frozenset[int] | None = None
+    """An internal topic's, read deep by the kernel: the version signature of every record that
+    `payloads.versions.newer_versions` would decode (`SigningTable.signatures`); else None."""
 
 
 @dataclass
@@ -266,7 +270,10 @@ def check_segment(segment: Segment, is_active: bool, deep: bool = True,
         if ranges:
             scan.walk_ranges(ranges)
         else:
+            # (live: the file may grow past what the scan read before the search reads it)
+            signing = scan.sign_versions() if deep and not live and signs_versions(segment.log) else None
             scan.run()
+            report.version_signatures = None if signing is None or not scan.vouches else signing.signatures()
         table = scan.table
         if table.lacks_rows:
             table.release()
@@ -384,6 +391,18 @@ class LogScan:
         queries = (IndexQueries.of(segment) if keep_rows and self.bulk is not None and not every_row
                    and _batches_like_the_first(log) >= SPARSE_TABLE_ROWS else None)
         self.table = BatchTable(keep_rows, log.end // HEADER_SIZE, queries)
+        self.vouches = False
+        """Whether the kernel, signing (`sign_versions`), read every entry the walk has read."""
+
+    def sign_versions(self) -> SigningTable | None:
+        """Have the kernel take the version signatures of the records it walks, where it reads the
+        segment; the table they go to."""
+        if self.bulk is None:
+            return None
+        signing = SigningTable()
+        self.bulk.reader.signing = signing.signing
+        self.vouches = True
+        return signing
 
     def run(self) -> None:
         self.walk(0)
@@ -433,6 +452,7 @@ class LogScan:
             for entry in log.entries(position):
                 if entry.position >= until:
                     return entry.position
+                self.vouches = False
                 if isinstance(entry, BadEntry) or not entry.crc_valid:
                     return self._stop_short(entry.position) if short else self._entry_damage(entry)
                 if floor_unknown and entry.magic < 2 and entry.compression_id:

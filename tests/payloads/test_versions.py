@@ -11,6 +11,7 @@ from click.testing import CliRunner
 from kafkalog_tools.cli import cli
 from kafkalog_tools.crc import crc32c
 from kafkalog_tools.formats import legacy
+from kafkalog_tools.formats.logdir import Segment
 from kafkalog_tools.formats.record_batch import HEADER_SIZE, build_batch, build_record
 from kafkalog_tools.native import bulk_scan
 from kafkalog_tools.native.columns import SIGNATURE_KEY_BYTES, SIGNATURE_VALUE_BYTES
@@ -18,6 +19,8 @@ from kafkalog_tools.payloads import PayloadError, decoder_for_topic, versions
 from kafkalog_tools.payloads import share_group_state as sgs
 from kafkalog_tools.payloads.versions import newer_versions
 from kafkalog_tools.protocol import uuid_to_text
+from kafkalog_tools.verify import check_segment
+from kafkalog_tools.verify import segment as segment_check
 from tests.batches import transaction_marker
 from tests.conftest import CORPUS, need
 
@@ -166,23 +169,26 @@ def _signatures_one_by_one(logs: list[Path]) -> set:
     return found
 
 
-def _records_of_every_shape(rng: random.Random, count: int) -> list[bytes]:
+def _records_of_every_shape(rng: random.Random, count: int) -> tuple[list[bytes], int]:
     """Records whose keys and values are null, empty, shorter and longer than a signature keeps,
-    with one- and multi-byte varints and headers."""
+    with one- and multi-byte varints and headers; and their largest timestamp delta."""
     sizes = [-1, 0, 1, 2, 3, 4, 63, 64, 200, 9000]
-    records = []
+    records, deltas = [], []
     for delta in range(count):
         key, value = (None if size < 0 else rng.randbytes(size) for size in (rng.choice(sizes), rng.choice(sizes)))
         headers = [(b"h", rng.choice([None, b"x" * rng.randrange(300)]))] * rng.randrange(3)
-        records.append(build_record(delta, rng.randrange(-200, 200), key, value, headers))
-    return records
+        deltas.append(rng.randrange(-200, 200))
+        records.append(build_record(delta, deltas[-1], key, value, headers))
+    return records, max(deltas)
 
 
-def _segment_of_every_shape(rng: random.Random) -> bytes:
-    batches, offset = [], 0
+def _segment_of_every_shape(rng: random.Random, base_offset: int = 0, timestamps_agree: bool = False) -> bytes:
+    """`timestamps_agree`: each batch's max timestamp is its records' largest (else 1, the base)."""
+    batches, offset = [], base_offset
     for _ in range(60):
-        records = _records_of_every_shape(rng, rng.choice([1, 1, 2, 7]))
-        batches.append(build_batch(offset, records, base_timestamp=1, max_timestamp=1))
+        records, largest = _records_of_every_shape(rng, rng.choice([1, 1, 2, 7]))
+        batches.append(build_batch(offset, records, base_timestamp=1,
+                                   max_timestamp=1 + largest if timestamps_agree else 1))
         offset += len(records)
         if rng.random() < 0.1:
             batches.append(transaction_marker(offset, 1, 7, 0, 1))
@@ -254,12 +260,14 @@ def _crcs_made_good(data: bytearray) -> None:
         position += 12 + size
 
 
-def test_the_search_with_the_kernel_equals_decoding_every_record_on_damaged_segments(tmp_path):
+def test_the_search_with_the_kernel_equals_decoding_every_record_on_damaged_segments(tmp_path, monkeypatch):
     """Seeded damage (under good and bad CRCs) to partitions of share-state records in one to three
     segments, some compressed, some of versions newer than known: the search finds what decoding
-    every record finds, whether the kernel's walk vouches for every segment, some or none, and
-    whether it proves every signature known or hands over."""
+    every record finds, whether the kernel's walk (or verify's deep scan, its signatures handed in)
+    vouches for every segment, some or none, and whether it proves every signature known or hands
+    over."""
     _kernel()
+    monkeypatch.setenv(bulk_scan.MODE_VARIABLE, "always")
     rng = random.Random(23)
     outcomes = set()
     for case in range(150):
@@ -287,5 +295,120 @@ def test_the_search_with_the_kernel_equals_decoding_every_record_on_damaged_segm
         every = newer_versions("__share_group_state", logs, every_record=True)
         assert newer_versions("__share_group_state", logs) == every, case
         signatures, unvouched = versions.bulk_signatures(logs, bulk_scan.kernel())
-        outcomes.add(("all" if not unvouched else "some" if len(unvouched) < len(logs) else "none", bool(every)))
-    assert outcomes == {(vouched, found) for vouched in ("all", "some", "none") for found in (False, True)}
+        outcomes.add(("walk", _how_many(len(logs) - len(unvouched), len(logs)), bool(every)))
+        signed = {log: report.version_signatures for log in logs
+                  if (report := check_segment(Segment(int(log.stem), log), True, deep=True)).version_signatures
+                  is not None}
+        assert newer_versions("__share_group_state", logs, signed=signed) == every, case
+        outcomes.add(("scan", _how_many(len(signed), len(logs)), bool(every)))
+    assert outcomes == {(by, vouched, found) for by in ("walk", "scan") for vouched in ("all", "some", "none")
+                        for found in (False, True)}
+
+
+def _how_many(vouched: int, logs: int) -> str:
+    return "all" if vouched == logs else "none" if vouched == 0 else "some"
+
+
+# ---------------------------------------------------------------------------------------------
+# Verify's deep scan takes the signatures as it walks (kernels.scan_signing)
+# ---------------------------------------------------------------------------------------------
+
+
+def _scan_signatures(log: Path, outlined: bool = False) -> set | None:
+    """The signatures deep verify's scan of `log` took, unpacked, or None where it does not vouch.
+    `outlined`: as verify reads a big segment with an index (`kernels.scan_outlined`, signing)."""
+    base = int(log.stem) if log.stem.isdigit() else 0
+    if outlined:
+        index = log.with_suffix(".index")
+        index.write_bytes(b"")
+        report = check_segment(Segment(base, log, index=index), True, deep=True, on_batch=lambda facts: None,
+                               outlines=True)
+    else:
+        report = check_segment(Segment(base, log), True, deep=True)
+    signed = report.version_signatures
+    return None if signed is None else {versions._prefixes(signature) for signature in signed}
+
+
+def test_verify_s_scan_signs_every_record_it_reads(tmp_path, monkeypatch):
+    """Segments of records of every shape (the kernel's one-word path and its field by field one),
+    in a partition of an internal topic, read by the scan in steps of 4 KiB too."""
+    _kernel()
+    monkeypatch.setenv(bulk_scan.MODE_VARIABLE, "always")
+    partition = tmp_path / "__share_group_state-0"
+    partition.mkdir()
+    rng = random.Random(31)
+    for number in range(3):
+        log = partition / f"{number * 1000:020}.log"
+        log.write_bytes(_segment_of_every_shape(rng, number * 1000, timestamps_agree=True) + bytes(5 * number))
+        expected = _signatures_one_by_one([log])
+        assert _scan_signatures(log) == expected and len(expected) > 50, log
+        with monkeypatch.context() as patch:
+            patch.setattr(bulk_scan.Reader, "STEP", 4096)
+            assert _scan_signatures(log) == expected, log
+            patch.setattr(bulk_scan.Reader, "CHUNK", 7)
+            patch.setattr(segment_check, "SPARSE_TABLE_ROWS", 0)
+            assert _scan_signatures(log, outlined=True) == expected, log
+
+
+def test_verify_s_scan_signs_kafka_4s_internal_topics(monkeypatch):
+    _kernel()
+    monkeypatch.setenv(bulk_scan.MODE_VARIABLE, "always")
+    vouched = []
+    for partition in sorted(need(CORPUS / "golden-4.0" / "logs").glob("__*")):
+        for log in sorted(partition.glob("*.log")):
+            got = _scan_signatures(log)
+            if got is not None:
+                assert got == _signatures_one_by_one([log]), log
+                vouched.append(partition.name)
+    assert {"__cluster_metadata-0", "__transaction_state-1", "__remote_log_metadata-0"} <= set(vouched)
+
+
+@pytest.mark.parametrize("case", ["compressed", "legacy", "legacy-only", "bad-crc", "timestamps-disagree",
+                                  "not-internal", "never"])
+def test_verify_s_scan_does_not_vouch_for_what_it_did_not_walk(tmp_path, monkeypatch, case):
+    _kernel()
+    monkeypatch.setenv(bulk_scan.MODE_VARIABLE, "never" if case == "never" else "always")
+    partition = tmp_path / ("bench-0" if case == "not-internal" else "__cluster_metadata-0")
+    partition.mkdir()
+    log = partition / "00000000000000000000.log"
+    plain = build_batch(0, [build_record(0, 0, None, b"\x01\x02\x00")], base_timestamp=1, max_timestamp=1)
+    if case == "compressed":
+        data = plain + build_batch(1, [build_record(0, 0, None, b"\x01\x02\x00")], compression_id=1)
+    elif case == "legacy":
+        data = plain + legacy.build_entry(1, 1, None, b"\x01\x02\x00", timestamp=1)
+    elif case == "legacy-only":
+        data = b"".join(legacy.build_entry(offset, 1, None, b"\x01\x02\x00", timestamp=1) for offset in range(9))
+    elif case == "bad-crc":
+        data = bytearray(plain * 2)
+        data[-1] ^= 1
+    elif case == "timestamps-disagree":
+        data = plain + build_batch(1, [build_record(0, 5, None, b"\x01\x02\x00")], base_timestamp=1, max_timestamp=1)
+    else:
+        data = plain
+    log.write_bytes(bytes(data))
+    assert _scan_signatures(log) is None
+    if case == "bad-crc":  # (the same bytes, whole: vouched)
+        log.write_bytes(plain * 2)
+        assert _scan_signatures(log) == {(None, b"\x01\x02\x00")}
+
+
+def test_the_signing_scan_reads_as_the_scan_reads():
+    """kernels.scan_signing's columns and stops are kernels.scan's, over the corpus's segments."""
+    import numpy as np
+
+    from kafkalog_tools.formats.segment import SegmentFile
+
+    kernel = _kernel()
+    logs = sorted(need(CORPUS / "golden-4.0" / "logs").rglob("*.log")) + sorted(need(CORPUS / "golden").rglob("*.log"))
+    for log in logs:
+        with SegmentFile(log) as segment:
+            if not segment.end:
+                continue
+            view = kernel.view(segment.buffer)
+            plain, signed = kernel.columns(4096), kernel.columns(4096)
+            table, state = versions.SigningTable().signing
+            assert kernel.scan(view, 0, segment.end, segment.end, True, plain) == \
+                kernel.scan(view, 0, segment.end, segment.end, True, signed, (table, state)), log
+            n = kernel.scan(view, 0, segment.end, segment.end, True, plain)[0]
+            assert np.array_equal(plain[:, :n], signed[:, :n]), log
+            del view
