@@ -25,8 +25,8 @@ from ..native.columns import (ATTRIBUTES, BASE_OFFSET, BASE_SEQUENCE, BASE_TIMES
                               RO_EPOCHS_RISE, RO_LARGEST_LAST, RO_LARGEST_PRODUCER, RO_RECORDS, S_BYTES, S_EPOCH,
                               S_FIRST_BASE, S_FIRST_LAST, S_FIRST_POSITION, S_FOLDED, S_IN_ORDER, S_KEPT,
                               S_LARGEST_TIMESTAMP, S_LAST_LAST, S_RECORDS, SIZE)
-from ..recovery import RecoveryDrops, marker_records, recovery_drops
 from ..payloads.versions import SigningTable, signs_versions
+from ..recovery import RecoveryDrops, marker_records, recovery_drops
 from .bulk import BulkScan
 from .findings import (ERROR, INFO, RANK_AFTER, RANK_BASE_OFFSET, RANK_BOUNDS, RANK_RECORDS, WARNING, Finding,
                        ProgressCallback, Summary, from_error, plain, position_key)
