@@ -224,17 +224,21 @@ def test_the_kernel_reads_kafka_4s_internal_topics():
     assert versions.bulk_signatures(metadata, kernel)[1] == []
 
 
+PLAIN = build_batch(0, [build_record(0, 0, None, b"\x01\x02\x00")], base_timestamp=1, max_timestamp=1)
+"""A batch both of the kernels' walks read whole."""
+AFTER_PLAIN = {"compressed": build_batch(1, [build_record(0, 0, None, b"\x01\x02\x00")], compression_id=1),
+               "legacy": legacy.build_entry(1, 1, None, b"\x01\x02\x00", timestamp=1)}
+"""What neither walk reads the records of, after PLAIN."""
+
+
 @pytest.mark.parametrize("case", ["compressed", "legacy", "record-past-its-batch", "too-many-signatures"])
 def test_the_kernel_does_not_vouch_for_what_it_cannot_read(tmp_path, case):
     kernel, log, plain_log = _kernel(), tmp_path / "00000000000000000000.log", tmp_path / "00000000000000000009.log"
     plain_log.write_bytes(build_batch(9, [build_record(0, 0, None, b"\x01\x14\x00")]))
-    plain = build_batch(0, [build_record(0, 0, None, b"\x01\x02\x00")], base_timestamp=1, max_timestamp=1)
-    if case == "compressed":
-        data = plain + build_batch(1, [build_record(0, 0, None, b"\x01\x02\x00")], compression_id=1)
-    elif case == "legacy":
-        data = plain + legacy.build_entry(1, 1, None, b"\x01\x02\x00", timestamp=1)
+    if case in AFTER_PLAIN:
+        data = PLAIN + AFTER_PLAIN[case]
     elif case == "record-past-its-batch":
-        data = bytearray(plain)
+        data = bytearray(PLAIN)
         data[HEADER_SIZE] += 2  # (the record's length varint: its zigzag value one more)
         data = bytes(data)
     else:
@@ -371,24 +375,21 @@ def test_verify_s_scan_does_not_vouch_for_what_it_did_not_walk(tmp_path, monkeyp
     partition = tmp_path / ("bench-0" if case == "not-internal" else "__cluster_metadata-0")
     partition.mkdir()
     log = partition / "00000000000000000000.log"
-    plain = build_batch(0, [build_record(0, 0, None, b"\x01\x02\x00")], base_timestamp=1, max_timestamp=1)
-    if case == "compressed":
-        data = plain + build_batch(1, [build_record(0, 0, None, b"\x01\x02\x00")], compression_id=1)
-    elif case == "legacy":
-        data = plain + legacy.build_entry(1, 1, None, b"\x01\x02\x00", timestamp=1)
+    if case in AFTER_PLAIN:
+        data = PLAIN + AFTER_PLAIN[case]
     elif case == "legacy-only":
         data = b"".join(legacy.build_entry(offset, 1, None, b"\x01\x02\x00", timestamp=1) for offset in range(9))
     elif case == "bad-crc":
-        data = bytearray(plain * 2)
+        data = bytearray(PLAIN * 2)
         data[-1] ^= 1
     elif case == "timestamps-disagree":
-        data = plain + build_batch(1, [build_record(0, 5, None, b"\x01\x02\x00")], base_timestamp=1, max_timestamp=1)
+        data = PLAIN + build_batch(1, [build_record(0, 5, None, b"\x01\x02\x00")], base_timestamp=1, max_timestamp=1)
     else:
-        data = plain
+        data = PLAIN
     log.write_bytes(bytes(data))
     assert _scan_signatures(log) is None
     if case == "bad-crc":  # (the same bytes, whole: vouched)
-        log.write_bytes(plain * 2)
+        log.write_bytes(PLAIN * 2)
         assert _scan_signatures(log) == {(None, b"\x01\x02\x00")}
 
 
@@ -406,9 +407,8 @@ def test_the_signing_scan_reads_as_the_scan_reads():
                 continue
             view = kernel.view(segment.buffer)
             plain, signed = kernel.columns(4096), kernel.columns(4096)
-            table, state = versions.SigningTable().signing
-            assert kernel.scan(view, 0, segment.end, segment.end, True, plain) == \
-                kernel.scan(view, 0, segment.end, segment.end, True, signed, (table, state)), log
-            n = kernel.scan(view, 0, segment.end, segment.end, True, plain)[0]
+            n, after = kernel.scan(view, 0, segment.end, segment.end, True, plain)
+            assert kernel.scan(view, 0, segment.end, segment.end, True, signed,
+                               versions.SigningTable().signing) == (n, after), log
             assert np.array_equal(plain[:, :n], signed[:, :n]), log
             del view
