@@ -287,14 +287,24 @@ def run_once(cmd: list[str], stdout=subprocess.DEVNULL) -> tuple[float, float, f
 
 
 def measure(cmd: list[str], runs: int, ok=(0,)) -> Timing:
-    times, peak, anon = [], 0.0, 0.0
+    return measure_rounds({"": (cmd, ok)}, runs)[""]
+
+
+def measure_rounds(commands: dict[str, tuple[list[str], tuple[int, ...]]], runs: int) -> dict[str, Timing]:
+    """Each command (name: (argv, the exit codes that pass)) run `runs` times, one round of all of
+    them after another, so that a command and the peer it is compared with meet the machine in the
+    same state: this machine's speed drifts by 20-30% over minutes, which timing each command's runs
+    back to back turned into their ratio."""
+    times = {name: [] for name in commands}
+    peak, anon = dict.fromkeys(commands, 0.0), dict.fromkeys(commands, 0.0)
     for _ in range(runs):
-        seconds, rss, anon_rss, code = run_once(cmd)
-        if code not in ok:
-            raise SystemExit(f"{' '.join(cmd)} exited {code}")
-        times.append(seconds)
-        peak, anon = max(peak, rss), max(anon, anon_rss)
-    return Timing(statistics.median(times), peak, anon, times)
+        for name, (cmd, ok) in commands.items():
+            seconds, rss, anon_rss, code = run_once(cmd)
+            if code not in ok:
+                raise SystemExit(f"{' '.join(cmd)} exited {code}")
+            times[name].append(seconds)
+            peak[name], anon[name] = max(peak[name], rss), max(anon[name], anon_rss)
+    return {name: Timing(statistics.median(times[name]), peak[name], anon[name], times[name]) for name in commands}
 
 
 def digest(cmd: list[str]) -> str:
@@ -339,7 +349,6 @@ def bench_variant(variant: Variant, work: Path, size: int, runs: int, only: set[
     file = str(log)
     os.sync()  # (its writeback would run beside the first measurements)
     print(f"[{variant.name}] {bytes_ / 2**20:.0f} MiB, {records:,} records", flush=True)
-    timings = {}
     commands = {
         "read+crc32c": [PYTHON, str(PEERS / "read_crc32c.py"), file],
         "aiokafka batches+crc": [PYTHON, str(PEERS / "aiokafka_batches.py"), file],
@@ -357,13 +366,12 @@ def bench_variant(variant: Variant, work: Path, size: int, runs: int, only: set[
         del commands["kafka-dump-log -d -p"]
     if only is not None and "rebuild-index" not in only:  # verify always sees the indexes Kafka would have
         subprocess.run(commands["rebuild-index"], stdout=subprocess.DEVNULL, check=True)
-    for name, cmd in commands.items():
-        if only is not None and name not in only and name not in PEER_COMMANDS:
-            continue
-        # verify exits 1 on errors (none expected here); a peer must succeed (a missing extra fails it at once)
-        timings[name] = measure(cmd, runs, ok=(0,) if name in PEER_COMMANDS else (0, 1))
-        print(f"  {name:<24} {timings[name].seconds:7.2f} s  {timings[name].rss_mb:6.0f} MB "
-              f"({timings[name].anon_mb:.0f} MB anonymous)", flush=True)
+    # verify exits 1 on errors (none expected here); a peer must succeed (a missing extra fails it at once)
+    timings = measure_rounds({name: (cmd, (0,) if name in PEER_COMMANDS else (0, 1)) for name, cmd in commands.items()
+                              if only is None or name in only or name in PEER_COMMANDS}, runs)
+    for name, timing in timings.items():
+        print(f"  {name:<24} {timing.seconds:7.2f} s  {timing.rss_mb:6.0f} MB ({timing.anon_mb:.0f} MB anonymous)",
+              flush=True)
     if log_dir_size:
         log_dir = bench_log_dir(partition, variant.log_dir_topic, log_dir_size, runs, only)
     same = "dump json -d" in timings and digest(commands["dump json -d"]) == digest(commands["aiokafka+orjson json"])
@@ -393,12 +401,10 @@ def bench_log_dir(partition: Path, topic: str, size: int, runs: int, only: set[s
                                                str(root)],
     }
     print(f"  log dir: {copies} partitions, {bytes_ / 2**30:.2f} GiB", flush=True)
-    timings = {}
-    for name, cmd in commands.items():
-        if only is not None and name not in only and name != "log dir: read+crc32c":
-            continue
-        timings[name] = measure(cmd, runs, ok=(0, 1))
-        print(f"  {name:<34} {timings[name].seconds:7.2f} s  {timings[name].rss_mb:6.0f} MB", flush=True)
+    timings = measure_rounds({name: (cmd, (0, 1)) for name, cmd in commands.items()
+                              if only is None or name in only or name == "log dir: read+crc32c"}, runs)
+    for name, timing in timings.items():
+        print(f"  {name:<34} {timing.seconds:7.2f} s  {timing.rss_mb:6.0f} MB", flush=True)
     shutil.rmtree(root)
     return {"partitions": copies, "bytes": bytes_, "timings": timings}
 
