@@ -194,11 +194,12 @@ DUMPLOG_TEXTS = sum(count for _, count in DUMPLOG_PIECES)
 # are null and their first bytes (fewer where shorter), what `PayloadDecoder.value_version_known`
 # reads; its state is carried from call to call
 SIGNATURE_KEY_BYTES, SIGNATURE_VALUE_BYTES = 2, 3
-(SIG_USED, SIG_UNSURE) = range(2)
-"""Distinct signatures in the table, and why the walk stopped short, where it did:"""
+(SIG_USED, SIG_UNSURE, SIG_LAST) = range(3)
+"""Distinct signatures in the table; why the walk stopped short, where it did:"""
 UNSURE_SEGMENT, UNSURE_TABLE_FULL = 1, 2
-"""it cannot vouch that it saw every record of the segment; the table is half full."""
-SIGNATURE_STATE = 2
+"""it cannot vouch that it saw every record of the segment; the table is half full;"""
+SIGNATURE_STATE = 3
+"""and the last signature noted (0: none yet), in the table: a run of records alike skips the probe."""
 
 
 # ---------------------------------------------------------------------------------------------

@@ -38,8 +38,8 @@ from .columns import (ABORTED_FIELDS, A_FIRST_OFFSET, A_LAST_OFFSET, A_LAST_STAB
                       RP_BASE_TIMESTAMP, RP_COORDINATOR_EPOCH, RP_EPOCH, RP_LAST_OFFSET, RP_LAST_SEQUENCE,
                       RP_MARKER, RP_MAX_TIMESTAMP, RP_PRODUCER)
 from .columns import (PLAN_FIELDS, PL_ATTRIBUTES, PL_BASE_SEQUENCE, PL_EPOCH, PL_LAST_OFFSET_DELTA, PL_PRODUCER_ID)
-from .columns import (SIGNATURE_KEY_BYTES, SIGNATURE_STATE, SIGNATURE_VALUE_BYTES, SIG_UNSURE, SIG_USED, UNSURE_SEGMENT,
-                      UNSURE_TABLE_FULL)
+from .columns import (SIGNATURE_KEY_BYTES, SIGNATURE_STATE, SIGNATURE_VALUE_BYTES, SIG_LAST, SIG_UNSURE, SIG_USED,
+                      UNSURE_SEGMENT, UNSURE_TABLE_FULL)
 from .columns import (S_AFTER, S_BYTES, S_EPOCH, S_FIRST_BASE, S_FIRST_LAST, S_FIRST_POSITION, S_FOLDED, S_IN_ORDER,
                       S_KEPT, S_LARGEST_TIMESTAMP, S_LAST_LAST, S_RECORDS, S_STOPPED, STRETCH_FIELDS)
 from .columns import (OUTLINE_FIELDS, RO_ASCENDING, RO_BYTES, RO_COMPRESSED, RO_EPOCH_CHANGES, RO_EPOCHS_RISE,
@@ -2492,7 +2492,6 @@ def version_signatures(buf, start, limit, end, table, state):
     entry, a compressed batch, a record it cannot read), to UNSURE_TABLE_FULL where the table is
     half full. A control batch's records are not data; a batch after the last one the segment
     holds whole is not read."""
-    last = np.int64(-1)
     pos = start
     while pos < limit and pos < end - 17:
         size = _signed(_be(buf, pos + _LENGTH_AT, 4), 32)
@@ -2529,12 +2528,8 @@ def version_signatures(buf, start, limit, end, table, state):
                     state[SIG_UNSURE] = UNSURE_SEGMENT
                     return pos
                 value_tag, value_bytes = _prefix(buf, at, value_size, SIGNATURE_VALUE_BYTES)
-                signature = _signature(key_tag, key_bytes, value_tag, value_bytes)
                 at = record_end
-                if signature == last:
-                    continue
-                last = signature
-                _note_signature(table, state, signature)
+                _note_signature(table, state, _signature(key_tag, key_bytes, value_tag, value_bytes))
                 if state[SIG_UNSURE] == UNSURE_TABLE_FULL:
                     return pos
         pos = batch_end
@@ -2550,7 +2545,11 @@ def _signature(key_tag, key_bytes, value_tag, value_bytes):
 @_inline
 def _note_signature(table, state, signature):
     """`signature` into `table` (open addressing, a power of two, 0 free) unless it is there; where
-    that would fill more than half, `state[SIG_UNSURE]` is set to UNSURE_TABLE_FULL instead."""
+    that would fill more than half, `state[SIG_UNSURE]` is set to UNSURE_TABLE_FULL instead. The
+    one noted last (`state[SIG_LAST]`) is known without a probe: most records of a log are like the
+    one before (a KRaft log's NoOpRecords)."""
+    if signature == state[SIG_LAST]:
+        return
     mask = table.shape[0] - 1
     h = np.int64((np.uint64(signature) * _GOLDEN) >> np.uint64(32)) & mask
     while table[h] != 0 and table[h] != signature:
@@ -2558,9 +2557,10 @@ def _note_signature(table, state, signature):
     if table[h] == 0:
         if 2 * (state[SIG_USED] + 1) > table.shape[0]:
             state[SIG_UNSURE] = UNSURE_TABLE_FULL
-        else:
-            table[h] = signature
-            state[SIG_USED] += 1
+            return
+        table[h] = signature
+        state[SIG_USED] += 1
+    state[SIG_LAST] = signature
 
 
 # ---------------------------------------------------------------------------------------------

@@ -354,6 +354,45 @@ def test_verify_s_scan_signs_every_record_it_reads(tmp_path, monkeypatch):
             assert _scan_signatures(log, outlined=True) == expected, log
 
 
+def _segment_of_runs(rng: random.Random, base_offset: int) -> bytes:
+    """Records in runs alike, as a KRaft log's NoOpRecords are (the walks skip the probe for a
+    signature like the one before): six signatures, one-word records and longer ones, a run
+    going on across batches and steps, and one back after another's run."""
+    values = [None, b"", b"\x01\x0c\x00", b"\x01\x0c\x01", b"\x01\x0c\x02" + bytes(300), b"\x00\x01\x00\x00"]
+    batches, offset, value = [], base_offset, values[2]
+    for _ in range(400):
+        count = rng.choice([1, 1, 1, 3])
+        records = []
+        for delta in range(count):
+            if rng.random() < 0.15:
+                value = rng.choice(values)
+            records.append(build_record(delta, 0, None, value))
+        batches.append(build_batch(offset, records, base_timestamp=1, max_timestamp=1))
+        offset += count
+    return b"".join(batches)
+
+
+def test_records_in_runs_alike_are_each_signed(tmp_path, monkeypatch):
+    kernel, rng = _kernel(), random.Random(41)
+    monkeypatch.setenv(bulk_scan.MODE_VARIABLE, "always")
+    partition = tmp_path / "__cluster_metadata-0"
+    partition.mkdir()
+    logs = []
+    for number in range(3):
+        logs.append(partition / f"{number * 2000:020}.log")
+        logs[-1].write_bytes(_segment_of_runs(rng, number * 2000))
+    expected = _signatures_one_by_one(logs)
+    assert len(expected) == 6
+    monkeypatch.setattr(versions, "BULK_STEP", 4096)
+    assert versions.bulk_signatures(logs, kernel) == (expected, [])
+    monkeypatch.setattr(bulk_scan.Reader, "STEP", 4096)
+    monkeypatch.setattr(bulk_scan.Reader, "CHUNK", 7)
+    monkeypatch.setattr(segment_check, "SPARSE_TABLE_ROWS", 0)
+    for log in logs:
+        alone = _signatures_one_by_one([log])
+        assert _scan_signatures(log) == alone and _scan_signatures(log, outlined=True) == alone, log
+
+
 def test_verify_s_scan_signs_kafka_4s_internal_topics(monkeypatch):
     _kernel()
     monkeypatch.setenv(bulk_scan.MODE_VARIABLE, "always")
